@@ -1,0 +1,26 @@
+// swift-tools-version:6.1
+import PackageDescription
+
+let strictSettings: [SwiftSetting] = [
+    .enableUpcomingFeature("ExistentialAny"),
+]
+
+let package = Package(
+    name: "swift-identity-runtime",
+    platforms: [.macOS(.v15), .iOS(.v18), .tvOS(.v18), .watchOS(.v11), .visionOS(.v2)],
+    products: [
+        .library(name: "IdentityRuntime", targets: ["IdentityRuntime"]),
+    ],
+    targets: [
+        .target(
+            name: "IdentityRuntime",
+            swiftSettings: strictSettings
+        ),
+        .testTarget(
+            name: "IdentityRuntimeTests",
+            dependencies: ["IdentityRuntime"],
+            swiftSettings: strictSettings
+        ),
+    ],
+    swiftLanguageModes: [.v6]
+)

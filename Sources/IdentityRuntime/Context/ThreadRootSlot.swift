@@ -1,0 +1,48 @@
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Musl)
+import Musl
+#elseif canImport(Darwin)
+import Darwin
+#endif
+
+/// A thread's identity outside every scope: what `setCurrentThreadIdentity(_:)` sets on a thread that runs
+/// no wrapped unit and no `withThreadIdentity` scope (the main thread of a legacy app, a raw `Thread`).
+///
+/// Stored in a pthread-specific slot; the boxed value is released when the thread exits.
+enum ThreadRootSlot {
+    private final class Box {
+        var identity: Identity?
+        init(_ identity: Identity?) { self.identity = identity }
+    }
+
+    private static let key: pthread_key_t = {
+        var key = pthread_key_t()
+        let status = pthread_key_create(&key) { pointer in
+            #if canImport(Darwin)
+            Unmanaged<AnyObject>.fromOpaque(pointer).release()
+            #else
+            if let pointer { Unmanaged<AnyObject>.fromOpaque(pointer).release() }
+            #endif
+        }
+        precondition(status == 0, "pthread_key_create failed with \(status)")
+        return key
+    }()
+
+    /// The current thread's root identity (nil when never set or set back to nil).
+    static var identity: Identity? {
+        guard let pointer = pthread_getspecific(key) else { return nil }
+        return Unmanaged<Box>.fromOpaque(pointer).takeUnretainedValue().identity
+    }
+
+    static func set(_ identity: Identity?) {
+        if let pointer = pthread_getspecific(key) {
+            Unmanaged<Box>.fromOpaque(pointer).takeUnretainedValue().identity = identity
+            return
+        }
+        guard identity != nil else { return }
+        let pointer = Unmanaged.passRetained(Box(identity)).toOpaque()
+        let status = pthread_setspecific(key, pointer)
+        precondition(status == 0, "pthread_setspecific failed with \(status)")
+    }
+}

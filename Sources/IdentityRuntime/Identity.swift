@@ -1,0 +1,156 @@
+import Foundation
+
+/// An account on whose behalf work runs: a user principal name such as `user@contoso.com`.
+///
+/// Identities compare **case-insensitively with full Unicode case folding**, independent of any locale:
+///
+/// ```swift
+/// Identity("USER@CONTOSO.COM") == Identity("user@contoso.com")   // true
+/// Identity("Straße@contoso.com") == Identity("STRASSE@contoso.com") // true (ß folds to "ss")
+/// ```
+///
+/// The comparison key is the name under Unicode full case folding (`CaseFolding.txt`, status C and F, with
+/// no locale), compared under canonical equivalence (Swift `String` equality). It folds `ß` and `ẞ` to
+/// `ss`, final sigma to sigma and ligatures such as `ﬁ` to their letters, and never depends on the current
+/// locale: the Turkish dotless `ı` stays distinct from `i`. ``name`` keeps the spelling the identity was made
+/// with, so the casing the runtime hands back may differ from the casing another caller used.
+///
+/// ## Unmanaged
+/// ``unmanaged`` (the empty string) means "no user / an unknown personal account". It is a *value*: put in
+/// an identity slot it stops the fall-through to the next level, unlike `nil`, which means "unset".
+///
+/// ## Input rules
+/// - ``init(_:)`` accepts any string and never fails. It trims surrounding white space and newlines
+///   (they are never part of a user principal name; a name read from a file with a trailing newline still
+///   matches), so a name of only white space is ``unmanaged``. Everything else is kept as given.
+/// - ``init(validating:)`` is for input from outside (configuration, network, user entry). It does not
+///   repair anything: surrounding white space, control or other invisible format characters, and names
+///   longer than ``maximumUTF8Length`` bytes are each a distinct ``IdentityValidationError``.
+public struct Identity: Sendable, Hashable, CustomStringConvertible, CustomDebugStringConvertible {
+    /// The most UTF-8 bytes ``init(validating:)`` accepts (a user principal name is at most 1,024
+    /// characters in directory services; bytes are the stricter, cheaper bound).
+    public static let maximumUTF8Length = 1024
+
+    /// "No user / unknown personal account": the empty name. Gets the unrestricted policy.
+    public static let unmanaged = Identity(storage: Storage(name: ""))
+
+    @usableFromInline
+    let storage: Storage
+
+    private init(storage: Storage) {
+        self.storage = storage
+    }
+
+    /// Makes an identity from any string; never fails.
+    ///
+    /// Surrounding white space and newlines are trimmed; a string that is empty after trimming gives
+    /// ``unmanaged``. Use ``init(validating:)`` for untrusted input.
+    public init(_ name: some StringProtocol) {
+        let trimmed = Identity.trimmingSurroundingWhitespace(String(name))
+        self = trimmed.isEmpty ? .unmanaged : Identity(storage: Storage(name: trimmed))
+    }
+
+    /// Makes an identity from untrusted input, rejecting what ``init(_:)`` would silently accept.
+    ///
+    /// The empty string is valid and gives ``unmanaged``.
+    /// - Throws: ``IdentityValidationError`` naming the first problem found, checked in this order:
+    ///   length, surrounding white space, control or format characters.
+    public init(validating name: some StringProtocol) throws(IdentityValidationError) {
+        let name = String(name)
+        let length = name.utf8.count
+        if length > Identity.maximumUTF8Length {
+            throw .tooLong(utf8Length: length, limit: Identity.maximumUTF8Length)
+        }
+        if Identity.trimmingSurroundingWhitespace(name) != name {
+            throw .surroundingWhitespace
+        }
+        for (offset, scalar) in name.unicodeScalars.enumerated() where Identity.isForbidden(scalar) {
+            throw .forbiddenCharacter(scalar: scalar.value, offset: offset)
+        }
+        self = name.isEmpty ? .unmanaged : Identity(storage: Storage(name: name))
+    }
+
+    /// The name as it was given (after trimming, for ``init(_:)``).
+    public var name: String { storage.name }
+
+    /// Whether this is the unmanaged identity (the empty name).
+    public var isUnmanaged: Bool { storage.key.isEmpty }
+
+    /// The case-folded comparison key.
+    public var foldedName: String { storage.key }
+
+    public var description: String { storage.name }
+
+    public var debugDescription: String { "Identity(\(String(reflecting: storage.name)))" }
+
+    @inlinable
+    public static func == (lhs: Identity, rhs: Identity) -> Bool {
+        lhs.storage === rhs.storage || lhs.storage.key == rhs.storage.key
+    }
+
+    public func hash(into hasher: inout Hasher) {
+        hasher.combine(storage.key)
+    }
+
+    /// Immutable, shared storage: copying an `Identity` costs one retain.
+    @usableFromInline
+    final class Storage: Sendable {
+        let name: String
+        @usableFromInline
+        let key: String
+
+        init(name: String) {
+            self.name = name
+            self.key = Identity.fold(name)
+        }
+    }
+
+    static func fold(_ name: String) -> String {
+        // Full, locale-independent Unicode case folding (one-to-many mappings included: ß → ss, ﬁ → fi).
+        name.folding(options: [.caseInsensitive], locale: nil)
+    }
+
+    static func trimmingSurroundingWhitespace(_ name: String) -> String {
+        let scalars = name.unicodeScalars
+        guard let first = scalars.firstIndex(where: { !$0.properties.isWhitespace }) else { return "" }
+        let last = scalars.lastIndex(where: { !$0.properties.isWhitespace })!
+        if first == scalars.startIndex && scalars.index(after: last) == scalars.endIndex { return name }
+        return String(scalars[first...last])
+    }
+
+    static func isForbidden(_ scalar: Unicode.Scalar) -> Bool {
+        switch scalar.properties.generalCategory {
+        case .control, .format, .lineSeparator, .paragraphSeparator, .surrogate, .unassigned, .privateUse:
+            return true
+        default:
+            return false
+        }
+    }
+}
+
+extension Identity: ExpressibleByStringLiteral {
+    /// A literal goes through ``init(_:)``.
+    public init(stringLiteral value: String) {
+        self.init(value)
+    }
+}
+
+extension Identity: Codable {
+    /// Decodes from a single string through ``init(validating:)``: a stored identity that is not valid is
+    /// a `DecodingError.dataCorrupted` naming the problem, not a silently repaired value.
+    public init(from decoder: any Decoder) throws {
+        let container = try decoder.singleValueContainer()
+        let name = try container.decode(String.self)
+        do {
+            self = try Identity(validating: name)
+        } catch {
+            throw DecodingError.dataCorruptedError(
+                in: container, debugDescription: "Invalid identity: \(error)")
+        }
+    }
+
+    public func encode(to encoder: any Encoder) throws {
+        var container = encoder.singleValueContainer()
+        try container.encode(name)
+    }
+}

@@ -1,0 +1,42 @@
+/// A thread identity captured now, to run work under later, anywhere: the one mechanism every wrapper of
+/// the runtime is built on, and the way to carry an identity through code the runtime does not wrap
+/// (callback APIs, raw `Thread`s, `Task.detached`).
+///
+/// ```swift
+/// let snapshot = IdentitySnapshot.capture()
+/// legacyAPI.fetch { result in
+///     snapshot.run { save(result) }   // runs under the identity captured above
+/// }
+/// Task.detached { await snapshot.run { await sync() } }
+/// ```
+///
+/// ``run(_:)`` binds the captured identity in a fresh scope: the unit observes exactly the captured identity
+/// (`nil` hides whatever the thread had), may change it for its own remainder with
+/// `setCurrentThreadIdentity(_:)`, and leaves the thread exactly as it found it, on return and on throw.
+public struct IdentitySnapshot: Sendable, Hashable {
+    /// The captured thread identity.
+    public let identity: Identity?
+
+    /// A snapshot of a given identity.
+    public init(identity: Identity?) {
+        self.identity = identity
+    }
+
+    /// Captures the current thread's or task's identity, as changed by `flow`.
+    public static func capture(flow: IdentityFlow = .inherit) -> IdentitySnapshot {
+        IdentitySnapshot(identity: flow.resolvedIdentity)
+    }
+
+    /// Runs `body` synchronously under the captured identity.
+    public func run<R>(_ body: () throws -> R) rethrows -> R {
+        try IdentityContext.withThreadIdentity(identity, operation: body)
+    }
+
+    /// Runs `body` under the captured identity, across suspension points; child tasks inherit it.
+    public func run<R>(
+        isolation: isolated (any Actor)? = #isolation,
+        _ body: () async throws -> R
+    ) async rethrows -> R {
+        try await IdentityContext.withThreadIdentity(identity, isolation: isolation, operation: body)
+    }
+}

@@ -1,0 +1,21 @@
+/// Names a window or scene whose UI identity is tracked separately.
+///
+/// APIs take `WindowID?`; `nil` means the key window (``IdentityContext/keyWindow``). A program with one
+/// window never needs anything but `nil`, which resolves to ``main`` until another key window is set.
+public struct WindowID: Hashable, Sendable, CustomStringConvertible, ExpressibleByStringLiteral {
+    /// The window an app has before it sets another key window.
+    public static let main = WindowID("main")
+
+    /// The app's own name for the window (a scene session identifier, for example).
+    public let rawValue: String
+
+    public init(_ rawValue: String) {
+        self.rawValue = rawValue
+    }
+
+    public init(stringLiteral value: String) {
+        self.init(value)
+    }
+
+    public var description: String { rawValue }
+}
