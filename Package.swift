@@ -10,15 +10,27 @@ let package = Package(
     platforms: [.macOS(.v15), .iOS(.v18), .tvOS(.v18), .watchOS(.v11), .visionOS(.v2)],
     products: [
         .library(name: "IdentityRuntime", targets: ["IdentityRuntime"]),
+        .library(name: "IdentityTesting", targets: ["IdentityTesting"]),
+        .executable(name: "identity-harness", targets: ["identity-harness"]),
     ],
     targets: [
         .target(
             name: "IdentityRuntime",
             swiftSettings: strictSettings
         ),
+        .target(
+            name: "IdentityTesting",
+            dependencies: ["IdentityRuntime"],
+            swiftSettings: strictSettings
+        ),
+        .executableTarget(
+            name: "identity-harness",
+            dependencies: ["IdentityRuntime", "IdentityTesting"],
+            swiftSettings: strictSettings
+        ),
         .testTarget(
             name: "IdentityRuntimeTests",
-            dependencies: ["IdentityRuntime"],
+            dependencies: ["IdentityRuntime", "IdentityTesting"],
             swiftSettings: strictSettings
         ),
     ],
