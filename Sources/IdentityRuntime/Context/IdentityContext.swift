@@ -6,7 +6,9 @@ import Synchronization
 /// ## Levels
 /// - **Process identity** (``processIdentity``): process-wide.
 /// - **UI identity** (``uiPolicyIdentity(for:)``): per window, applies to UI work on the main thread only;
-///   it never affects file work. Set by the policy module's identity-switch handshakes.
+///   it never affects file work. Set by the policy module's identity-switch handshakes. "On the main
+///   thread" means the process's main thread or a block of the main queue (main-actor code included),
+///   wherever the platform runs the main queue.
 /// - **Thread identity** (``currentThreadIdentity``): the identity of the current thread *or task*.
 ///
 /// Each level holds `Identity?`: `nil` is "unset" and falls through to the next level;
@@ -162,7 +164,7 @@ public enum IdentityContext {
     /// thread, the window's UI identity if non-nil; else the process identity; else `nil`.
     public static func effectiveUIIdentity(for window: WindowID?) -> Identity? {
         if let thread = currentThreadIdentity { return thread }
-        if Thread.isMainThread, let ui = uiPolicyIdentity(for: window) { return ui }
+        if MainThread.isCurrent, let ui = uiPolicyIdentity(for: window) { return ui }
         return processIdentity
     }
 

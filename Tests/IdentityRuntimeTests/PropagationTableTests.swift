@@ -1,0 +1,16 @@
+import IdentityRuntime
+import IdentityTesting
+import Testing
+
+@Suite("DESIGN §3: every row of the propagation table, for nil, \"\" and a named identity")
+struct PropagationTableTests {
+    @Test("row observes what the table says", .timeLimit(.minutes(1)),
+          arguments: PropagationTable.checks, PropagationTable.submitters)
+    func row(check: PropagationCheck, submitter: Identity?) async {
+        let outcome = await check.run(submitter: submitter)
+        #expect(!outcome.observed.isEmpty)
+        for observed in outcome.observed {
+            #expect(observed == outcome.expected, "\(check.mechanism) under \(submitter.tableDescription)")
+        }
+    }
+}

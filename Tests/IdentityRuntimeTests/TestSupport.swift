@@ -1,0 +1,54 @@
+import Dispatch
+import Foundation
+@testable import IdentityRuntime
+import Synchronization
+
+/// Identities used across the tests.
+enum Accounts {
+    static let alice: Identity = "alice@contoso.com"
+    static let bob: Identity = "bob@fabrikam.com"
+    static let carol: Identity = "carol@contoso.com"
+    /// Submitter identities every propagation rule is checked with.
+    static let submitters: [Identity?] = [nil, .unmanaged, alice]
+    /// Many distinct accounts, for stress tests.
+    static func many(_ count: Int) -> [Identity] {
+        (0..<count).map { Identity("user\($0)@tenant\($0 % 5).example") }
+    }
+}
+
+/// Waits until `start`'s reporter has been called `count` times and returns what was reported, in order.
+func collect<T: Sendable>(_ count: Int = 1, _ start: (@escaping @Sendable (T) -> Void) -> Void) async -> [T] {
+    await withCheckedContinuation { (continuation: CheckedContinuation<[T], Never>) in
+        let seen = Mutex<[T]>([])
+        start { value in
+            let done: [T]? = seen.withLock { seen in
+                seen.append(value)
+                return seen.count == count ? seen : nil
+            }
+            if let done { continuation.resume(returning: done) }
+        }
+    }
+}
+
+/// Waits for one reported value.
+func observe<T: Sendable>(_ start: (@escaping @Sendable (T) -> Void) -> Void) async -> T {
+    await collect(1, start)[0]
+}
+
+/// Runs `body` on a new raw thread and waits for it: code there is outside every scope and task.
+func onRawThread<T: Sendable>(_ body: @escaping @Sendable () -> T) async -> T {
+    await observe { report in Thread { report(body()) }.start() }
+}
+
+var current: Identity? { IdentityContext.currentThreadIdentity }
+
+/// Collects runtime issues reported while `body` runs (the sink is process-wide: use in serialized suites).
+func capturingRuntimeIssues<R>(_ body: () async throws -> R) async rethrows -> (R, [RuntimeIssue]) {
+    let issues = Mutex<[RuntimeIssue]>([])
+    let previous = RuntimeIssues.setSink { issue in issues.withLock { $0.append(issue) } }
+    defer { RuntimeIssues.setSink(previous) }
+    let result = try await body()
+    return (result, issues.withLock { $0 })
+}
+
+struct Boom: Error, Equatable {}
