@@ -1,5 +1,3 @@
-import Foundation
-
 /// An account on whose behalf work runs: a user principal name such as `user@contoso.com`.
 ///
 /// Identities compare **case-insensitively with full Unicode case folding**, independent of any locale:
@@ -9,10 +7,11 @@ import Foundation
 /// Identity("Straße@contoso.com") == Identity("STRASSE@contoso.com") // true (ß folds to "ss")
 /// ```
 ///
-/// The comparison key is the name under Unicode full case folding (`CaseFolding.txt`, status C and F, with
-/// no locale), compared under canonical equivalence (Swift `String` equality). It folds `ß` and `ẞ` to
-/// `ss`, final sigma to sigma and ligatures such as `ﬁ` to their letters, and never depends on the current
-/// locale: the Turkish dotless `ı` stays distinct from `i`. ``name`` keeps the spelling the identity was made
+/// The comparison key is the name under Unicode full case folding (the default, locale-free folding of
+/// `CaseFolding.txt`, status C and F, computed from the standard library's Unicode tables), compared under
+/// canonical equivalence (Swift `String` equality). It folds `ß` and `ẞ` to `ss`, final sigma to sigma and
+/// ligatures such as `ﬁ` to their letters, and never depends on the current locale: the Turkish dotless `ı`
+/// stays distinct from `i`. Names of any length fold without failing. ``name`` keeps the spelling the identity was made
 /// with, so the casing the runtime hands back may differ from the casing another caller used.
 ///
 /// ## Unmanaged
@@ -105,9 +104,31 @@ public struct Identity: Sendable, Hashable, CustomStringConvertible, CustomDebug
         }
     }
 
+    /// Full, locale-independent Unicode case folding, from the standard library's Unicode tables (no
+    /// Foundation, no locale, bounded stack for any length).
+    ///
+    /// Scalars that change when case-folded or lower-cased map through lower → upper → lower, which applies
+    /// the one-to-many mappings (`ß` → `ss`, `ẞ` → `ss`, `ﬁ` → `fi`, `İ` → `i̇`) and brings every case
+    /// variant (including Cherokee, whose folding targets upper case) to one form. Other scalars are kept,
+    /// so the dotless `ı`, which does not change under folding, stays distinct from `i`.
     static func fold(_ name: String) -> String {
-        // Full, locale-independent Unicode case folding (one-to-many mappings included: ß → ss, ﬁ → fi).
-        name.folding(options: [.caseInsensitive], locale: nil)
+        if name.utf8.allSatisfy({ $0 < 0x80 }) {
+            return name.lowercased()
+        }
+        var folded = String.UnicodeScalarView()
+        for scalar in name.unicodeScalars {
+            let properties = scalar.properties
+            guard properties.changesWhenCaseFolded || properties.changesWhenLowercased else {
+                folded.append(scalar)
+                continue
+            }
+            for lower in properties.lowercaseMapping.unicodeScalars {
+                for upper in lower.properties.uppercaseMapping.unicodeScalars {
+                    folded.append(contentsOf: upper.properties.lowercaseMapping.unicodeScalars)
+                }
+            }
+        }
+        return String(folded)
     }
 
     static func trimmingSurroundingWhitespace(_ name: String) -> String {

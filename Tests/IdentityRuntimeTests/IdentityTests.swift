@@ -14,6 +14,9 @@ struct IdentityTests {
         ("ﬁnance@contoso.com", "FINANCE@contoso.com"),
         ("ǅemal@contoso.com", "ǆemal@contoso.com"),
         ("Ꮳhris@contoso.com", "ꮳhris@contoso.com"),
+        ("İstanbul@contoso.com", "i\u{307}stanbul@contoso.com"),
+        ("\u{1C80}@contoso.com", "\u{432}@contoso.com"),
+        ("ſam@contoso.com", "SAM@contoso.com"),
         ("e\u{301}lise@contoso.com", "\u{E9}LISE@contoso.com"),
     ])
     func folding(lhs: String, rhs: String) {
@@ -70,6 +73,8 @@ struct IdentityTests {
     func lenientKeepsEverythingElse() {
         let long = String(repeating: "a", count: 100_000)
         #expect(Identity(long).name.count == 100_000)
+        let longUnicode = String(repeating: "Straße ", count: 50_000) + "x"
+        #expect(Identity(longUnicode) == Identity(longUnicode.uppercased()))
         #expect(Identity("a\u{0}b").name == "a\u{0}b")
     }
 

@@ -3,7 +3,8 @@ import Foundation
 /// Runs an operation of any class under a captured identity, standing in for it in the queue.
 ///
 /// It mirrors the carried operation's scheduling attributes (dependencies, priority, quality of service,
-/// name) at enqueue, forwards cancellation, and finishes only once the carried operation has finished.
+/// name) at enqueue, forwards cancellation, starts the carried operation once it is ready, and finishes only
+/// once the carried operation has finished.
 final class IdentityCarrierOperation: Operation, @unchecked Sendable {
     // Safety: both properties are immutable after init; Operation's own state is thread-safe.
     let carried: Operation
@@ -22,6 +23,7 @@ final class IdentityCarrierOperation: Operation, @unchecked Sendable {
     }
 
     override func main() {
+        waitUntilCarriedIsReady()
         snapshot.run {
             if !carried.isFinished {
                 carried.start()
@@ -29,6 +31,22 @@ final class IdentityCarrierOperation: Operation, @unchecked Sendable {
         }
         if carried.isAsynchronous {
             carried.waitUntilFinished()
+        }
+    }
+
+    /// The carrier depends on everything the carried operation depends on, but Foundation updates the
+    /// carried operation's readiness a moment after its last dependency finishes (and a subclass may
+    /// compute readiness itself), while starting an operation that is not ready is a fatal error. So wait,
+    /// yielding and then sleeping briefly, until it is ready or cancelled.
+    private func waitUntilCarriedIsReady() {
+        var attempts = 0
+        while !carried.isReady && !carried.isCancelled && !carried.isFinished {
+            if attempts < 64 {
+                sched_yield()
+            } else {
+                usleep(UInt32(min(1_000, attempts)))
+            }
+            attempts += 1
         }
     }
 
