@@ -119,7 +119,7 @@ struct ConcurrencyTests {
     @Test("IdentityDispatchQueue.sync and a work item called from async code")
     func dispatchFromAsync() async {
         let queue = IdentityDispatchQueue(label: "from-async")
-        let seen: [Identity?] = await IdentityContext.withThreadIdentity(Accounts.bob) {
+        let seen: [Identity?] = IdentityContext.withThreadIdentity(Accounts.bob) {
             let synchronous = queue.sync { current }
             let item = IdentityWorkItem { }
             let itemIdentity = item.snapshot.identity
