@@ -23,7 +23,7 @@ struct AtomicFile {
         while true {
             let suffix = String(UInt64.random(in: 0...UInt64.max), radix: 36)
             let candidate = Paths.join(directory, ".\(Paths.lastComponent(path)).idp-\(suffix).tmp")
-            do {
+            do throws(ProtectionError) {
                 fd = try POSIX.openFile(candidate, O_WRONLY | O_CREAT | O_EXCL, mode: mode)
                 temporaryPath = candidate
                 break
@@ -48,7 +48,7 @@ struct AtomicFile {
 
     /// Makes the new content durable and moves it over the target.
     mutating func commit() throws(ProtectionError) {
-        do {
+        do throws(ProtectionError) {
             try POSIX.fsyncFD(fd, path: temporaryPath)
             POSIX.closeFile(fd)
             finished = true
@@ -70,7 +70,7 @@ struct AtomicFile {
     /// Writes `bytes` to `path` atomically.
     static func write(_ bytes: [UInt8], to path: String, mode: mode_t) throws(ProtectionError) {
         var file = try AtomicFile(replacing: path, mode: mode)
-        do {
+        do throws(ProtectionError) {
             try file.write(bytes)
             try file.commit()
         } catch {
