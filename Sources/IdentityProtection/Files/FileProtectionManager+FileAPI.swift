@@ -19,7 +19,7 @@ extension FileProtectionManager {
     public func writeFile(atPath path: String, contents: Data) throws(ProtectionError) {
         let owner = IdentityContext.effectiveFileIdentity
         let path = Paths.absolute(path)
-        let previous = try POSIX.statPath(path)
+        let previous = try destinationInfo(path)
         if let previous, !POSIX.isRegular(previous) { throw .fileNotFound(path: path) }
         let encrypt = owner.map(requiresEncryption) ?? false
         let mode = previous.map { $0.st_mode & 0o7777 } ?? (encrypt ? 0o600 : 0o644)

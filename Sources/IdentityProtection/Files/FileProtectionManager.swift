@@ -215,7 +215,7 @@ public final class FileProtectionManager: Sendable {
         let path = Paths.absolute(path)
         let copyPath = Paths.absolute(copyPath)
         let info = try regularFileInfo(path)
-        if let existing = try POSIX.statPath(copyPath), !POSIX.isRegular(existing) {
+        if let existing = try destinationInfo(copyPath), !POSIX.isRegular(existing) {
             throw .fileNotFound(path: copyPath)
         }
         let fd = try POSIX.openFile(path, O_RDONLY)
@@ -256,6 +256,16 @@ public final class FileProtectionManager: Sendable {
     func regularFileInfo(_ path: String) throws(ProtectionError) -> stat {
         guard let info = try POSIX.statPath(path), POSIX.isRegular(info) else { throw .fileNotFound(path: path) }
         return info
+    }
+
+    /// `stat` of what is at a path about to be written, `nil` when nothing is (including a path under a
+    /// regular file: the write itself then fails with 106).
+    func destinationInfo(_ path: String) throws(ProtectionError) -> stat? {
+        do throws(ProtectionError) {
+            return try POSIX.statPath(path)
+        } catch .fileNotFound {
+            return nil
+        }
     }
 
     func encryptedHeader(_ path: String) throws(ProtectionError) -> EncryptedFileFormat.Header? {
