@@ -73,7 +73,8 @@ struct ConcurrencyTests {
     @Test("key store: concurrent first use and rotation give one consistent key ring")
     func keyStoreRace() throws {
         let f = try Fixture()
-        let sealed = Mutex<[Data]>([])
+        // NSLock (a pthread mutex) rather than Synchronization.Mutex: ThreadSanitizer sees pthread locks.
+        let sealed = LockedBox<[Data]>([])
         DispatchQueue.concurrentPerform(iterations: 8) { i in
             do {
                 if i % 3 == 0 { try f.keys.rotateKey(for: alice) }
@@ -90,4 +91,13 @@ struct ConcurrencyTests {
     }
 }
 
-import Synchronization
+final class LockedBox<Value>: @unchecked Sendable {
+    private let lock = NSLock()
+    private var value: Value
+    init(_ value: Value) { self.value = value }
+    func withLock<R>(_ body: (inout Value) -> R) -> R {
+        lock.lock()
+        defer { lock.unlock() }
+        return body(&value)
+    }
+}

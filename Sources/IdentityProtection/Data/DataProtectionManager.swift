@@ -78,7 +78,7 @@ public final class DataProtectionManager: Sendable {
         try protect(Data(string.utf8), identity: identity).base64EncodedString()
     }
 
-    /// The inverse of ``protect(_:identity:)-(String,_)``: decodes base64, unprotects, decodes UTF-8.
+    /// The inverse of the string `protect(_:identity:)`: decodes base64, unprotects, decodes UTF-8.
     ///
     /// A string that is not base64 of an envelope is returned unchanged (it is unprotected data).
     /// - Throws: as ``unprotect(_:)``, and 100 when the content is not UTF-8.

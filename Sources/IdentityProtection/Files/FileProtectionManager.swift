@@ -1,5 +1,4 @@
 import IdentityRuntime
-import Synchronization
 #if canImport(Glibc)
 import Glibc
 #elseif canImport(Musl)
@@ -54,7 +53,7 @@ public final class FileProtectionManager: Sendable {
     public let chunkSize: Int
 
     let owners: FileOwnerStore
-    private let registeredRoots: Mutex<[String]>
+    private let registeredRoots: LockedState<[String]>
 
     /// A manager for files under `roots`.
     ///
@@ -78,7 +77,7 @@ public final class FileProtectionManager: Sendable {
         self.stateDirectory = state
         self.chunkSize = chunkSize
         self.owners = FileOwnerStore(storage: ownerStorage, index: OwnerIndex(path: Paths.join(state, "owners.index")))
-        self.registeredRoots = Mutex(roots.map(Paths.absolute))
+        self.registeredRoots = LockedState(roots.map(Paths.absolute))
     }
 
     /// The protected roots (absolute paths).

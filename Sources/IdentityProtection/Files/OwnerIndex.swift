@@ -1,6 +1,5 @@
 import Foundation
 import IdentityRuntime
-import Synchronization
 #if canImport(Glibc)
 import Glibc
 #elseif canImport(Musl)
@@ -27,7 +26,7 @@ final class OwnerIndex: Sendable {
     }
 
     let path: String
-    private let entries = Mutex<[String: Entry]?>(nil)
+    private let entries = LockedState<[String: Entry]?>(nil)
 
     init(path: String) {
         self.path = path

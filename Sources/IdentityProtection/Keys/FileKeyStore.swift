@@ -1,6 +1,5 @@
 import Foundation
 import IdentityRuntime
-import Synchronization
 #if canImport(Glibc)
 import Glibc
 #elseif canImport(Musl)
@@ -25,7 +24,7 @@ public final class FileKeyStore: KeyStore {
     /// The directory holding the key files.
     public let directory: String
 
-    private let cache = Mutex<[String: KeyRing]>([:])
+    private let cache = LockedState<[String: KeyRing]>([:])
 
     struct KeyRing: Codable, Sendable {
         struct Entry: Codable, Sendable {

@@ -1,5 +1,4 @@
 import IdentityRuntime
-import Synchronization
 
 /// The default ``ManagedIdentityPolicy``: a set of managed identities held in memory, and one switch for
 /// file encryption. Thread-safe; the set may change at any time (enrolment, wipe).
@@ -14,11 +13,11 @@ public final class StaticManagedIdentityPolicy: ManagedIdentityPolicy {
         var fileEncryptionRequired: Bool
     }
 
-    private let state: Mutex<State>
+    private let state: LockedState<State>
 
     /// A policy managing exactly `managed` (``Identity/unmanaged`` is ignored).
     public init(managed: Set<Identity> = [], fileEncryptionRequired: Bool = true) {
-        state = Mutex(State(managed: managed.filter { !$0.isUnmanaged }, fileEncryptionRequired: fileEncryptionRequired))
+        state = LockedState(State(managed: managed.filter { !$0.isUnmanaged }, fileEncryptionRequired: fileEncryptionRequired))
     }
 
     /// The identities currently managed.
