@@ -10,12 +10,26 @@ let package = Package(
     platforms: [.macOS(.v15), .iOS(.v18), .tvOS(.v18), .watchOS(.v11), .visionOS(.v2)],
     products: [
         .library(name: "IdentityRuntime", targets: ["IdentityRuntime"]),
+        .library(name: "IdentityProtection", targets: ["IdentityProtection"]),
         .library(name: "IdentityTesting", targets: ["IdentityTesting"]),
         .executable(name: "identity-harness", targets: ["identity-harness"]),
     ],
     targets: [
         .target(
             name: "IdentityRuntime",
+            swiftSettings: strictSettings
+        ),
+        .systemLibrary(
+            name: "CIdentityCrypto",
+            pkgConfig: "libcrypto",
+            providers: [.apt(["libssl-dev"])]
+        ),
+        .target(
+            name: "IdentityProtection",
+            dependencies: [
+                "IdentityRuntime",
+                .target(name: "CIdentityCrypto", condition: .when(platforms: [.linux])),
+            ],
             swiftSettings: strictSettings
         ),
         .target(
@@ -31,6 +45,11 @@ let package = Package(
         .testTarget(
             name: "IdentityRuntimeTests",
             dependencies: ["IdentityRuntime", "IdentityTesting"],
+            swiftSettings: strictSettings
+        ),
+        .testTarget(
+            name: "IdentityProtectionTests",
+            dependencies: ["IdentityProtection", "IdentityRuntime"],
             swiftSettings: strictSettings
         ),
     ],

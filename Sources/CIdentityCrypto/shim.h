@@ -1,0 +1,148 @@
+/*
+ * CIdentityCrypto: the system libcrypto (OpenSSL 3) for IdentityProtection on Linux, plus <sys/xattr.h>,
+ * which Swift's Glibc module does not export.
+ *
+ * Needs the OpenSSL development headers: on Debian/Ubuntu `apt-get install libssl-dev`,
+ * on Fedora/RHEL `dnf install openssl-devel`.
+ *
+ * The helpers below only sequence EVP calls; there is no cipher code here. Every OpenSSL return code is
+ * checked. Return values: 1 success; 0 authentication failure (open only); -1 backend failure.
+ */
+#ifndef CIDENTITYCRYPTO_SHIM_H
+#define CIDENTITYCRYPTO_SHIM_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <limits.h>
+#include <openssl/opensslv.h>
+#include <openssl/evp.h>
+#include <openssl/kdf.h>
+#include <openssl/rand.h>
+#include <openssl/err.h>
+
+/* Extended attributes (file owners) are not in Swift's Glibc module; the Linux target gets them here. */
+#include <sys/types.h>
+#include <sys/xattr.h>
+
+#if OPENSSL_VERSION_NUMBER < 0x30000000L
+#error "IdentityProtection needs OpenSSL 3 (libcrypto >= 3.0): apt-get install libssl-dev"
+#endif
+
+/// Fills `buffer` with `count` bytes from OpenSSL's CSPRNG.
+static inline int cidc_random_bytes(uint8_t *buffer, size_t count) {
+    if (count > INT_MAX) return -1;
+    return RAND_bytes(buffer, (int)count) == 1 ? 1 : -1;
+}
+
+/// AES-256-GCM encryption. `key` is 32 bytes, `nonce` 12 bytes, `tag` receives 16 bytes, `output` has room
+/// for `input_length` bytes.
+static inline int cidc_aes256gcm_seal(const uint8_t *key, const uint8_t *nonce,
+                                      const uint8_t *aad, size_t aad_length,
+                                      const uint8_t *input, size_t input_length,
+                                      uint8_t *output, uint8_t *tag) {
+    if (aad_length > INT_MAX || input_length > INT_MAX) return -1;
+    EVP_CIPHER_CTX *ctx = EVP_CIPHER_CTX_new();
+    if (ctx == NULL) return -1;
+    int result = -1;
+    int length = 0;
+    int final_length = 0;
+    if (EVP_EncryptInit_ex(ctx, EVP_aes_256_gcm(), NULL, NULL, NULL) != 1) goto done;
+    if (EVP_CIPHER_CTX_ctrl(ctx, EVP_CTRL_GCM_SET_IVLEN, 12, NULL) != 1) goto done;
+    if (EVP_EncryptInit_ex(ctx, NULL, NULL, key, nonce) != 1) goto done;
+    if (aad_length > 0 && EVP_EncryptUpdate(ctx, NULL, &length, aad, (int)aad_length) != 1) goto done;
+    length = 0;
+    if (input_length > 0) {
+        if (EVP_EncryptUpdate(ctx, output, &length, input, (int)input_length) != 1) goto done;
+    }
+    if (EVP_EncryptFinal_ex(ctx, output + length, &final_length) != 1) goto done;
+    if ((size_t)length + (size_t)final_length != input_length) goto done;
+    if (EVP_CIPHER_CTX_ctrl(ctx, EVP_CTRL_GCM_GET_TAG, 16, tag) != 1) goto done;
+    result = 1;
+done:
+    EVP_CIPHER_CTX_free(ctx);
+    return result;
+}
+
+/// AES-256-GCM decryption and tag check. Returns 0 when the tag does not verify; `output` must then be
+/// discarded by the caller.
+static inline int cidc_aes256gcm_open(const uint8_t *key, const uint8_t *nonce,
+                                      const uint8_t *aad, size_t aad_length,
+                                      const uint8_t *input, size_t input_length,
+                                      const uint8_t *tag, uint8_t *output) {
+    if (aad_length > INT_MAX || input_length > INT_MAX) return -1;
+    EVP_CIPHER_CTX *ctx = EVP_CIPHER_CTX_new();
+    if (ctx == NULL) return -1;
+    int result = -1;
+    int length = 0;
+    int final_length = 0;
+    uint8_t tag_copy[16];
+    for (int i = 0; i < 16; i++) tag_copy[i] = tag[i];
+    if (EVP_DecryptInit_ex(ctx, EVP_aes_256_gcm(), NULL, NULL, NULL) != 1) goto done;
+    if (EVP_CIPHER_CTX_ctrl(ctx, EVP_CTRL_GCM_SET_IVLEN, 12, NULL) != 1) goto done;
+    if (EVP_DecryptInit_ex(ctx, NULL, NULL, key, nonce) != 1) goto done;
+    if (aad_length > 0 && EVP_DecryptUpdate(ctx, NULL, &length, aad, (int)aad_length) != 1) goto done;
+    length = 0;
+    if (input_length > 0) {
+        if (EVP_DecryptUpdate(ctx, output, &length, input, (int)input_length) != 1) goto done;
+    }
+    if (EVP_CIPHER_CTX_ctrl(ctx, EVP_CTRL_GCM_SET_TAG, 16, tag_copy) != 1) goto done;
+    /* EVP_DecryptFinal_ex returns <= 0 exactly when the tag does not verify. */
+    if (EVP_DecryptFinal_ex(ctx, output + length, &final_length) != 1) {
+        ERR_clear_error();
+        result = 0;
+        goto done;
+    }
+    if ((size_t)length + (size_t)final_length != input_length) goto done;
+    result = 1;
+done:
+    EVP_CIPHER_CTX_free(ctx);
+    return result;
+}
+
+/// HKDF-SHA-256 (RFC 5869), extract and expand.
+static inline int cidc_hkdf_sha256(const uint8_t *ikm, size_t ikm_length,
+                                   const uint8_t *salt, size_t salt_length,
+                                   const uint8_t *info, size_t info_length,
+                                   uint8_t *output, size_t output_length) {
+    if (ikm_length > INT_MAX || salt_length > INT_MAX || info_length > INT_MAX) return -1;
+    EVP_PKEY_CTX *ctx = EVP_PKEY_CTX_new_id(EVP_PKEY_HKDF, NULL);
+    if (ctx == NULL) return -1;
+    int result = -1;
+    size_t length = output_length;
+    if (EVP_PKEY_derive_init(ctx) <= 0) goto done;
+    if (EVP_PKEY_CTX_set_hkdf_md(ctx, EVP_sha256()) <= 0) goto done;
+    if (EVP_PKEY_CTX_set1_hkdf_salt(ctx, salt, (int)salt_length) <= 0) goto done;
+    if (EVP_PKEY_CTX_set1_hkdf_key(ctx, ikm, (int)ikm_length) <= 0) goto done;
+    if (EVP_PKEY_CTX_add1_hkdf_info(ctx, info, (int)info_length) <= 0) goto done;
+    if (EVP_PKEY_derive(ctx, output, &length) <= 0) goto done;
+    if (length != output_length) goto done;
+    result = 1;
+done:
+    EVP_PKEY_CTX_free(ctx);
+    return result;
+}
+
+/// SHA-256 of `input` into `digest` (32 bytes).
+static inline int cidc_sha256(const uint8_t *input, size_t input_length, uint8_t *digest) {
+    unsigned int length = 0;
+    if (EVP_Digest(input, input_length, digest, &length, EVP_sha256(), NULL) != 1) return -1;
+    return length == 32 ? 1 : -1;
+}
+
+/*
+ * ThreadSanitizer annotations. Synchronization.Mutex on Linux locks with futexes, which ThreadSanitizer cannot
+ * see, so it reports the state a Mutex protects as racing. IdentityProtection's lock wrapper tells it about
+ * the happens-before edges. The symbols are weak: without -sanitize=thread they are null and this is a no-op.
+ */
+extern void __tsan_acquire(void *addr) __attribute__((weak));
+extern void __tsan_release(void *addr) __attribute__((weak));
+
+static inline void cidc_tsan_acquire(void *addr) {
+    if (__tsan_acquire) __tsan_acquire(addr);
+}
+
+static inline void cidc_tsan_release(void *addr) {
+    if (__tsan_release) __tsan_release(addr);
+}
+
+#endif /* CIDENTITYCRYPTO_SHIM_H */

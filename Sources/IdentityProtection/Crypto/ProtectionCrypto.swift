@@ -1,0 +1,151 @@
+#if canImport(CryptoKit)
+import CryptoKit
+import Foundation
+import Security
+#else
+import CIdentityCrypto
+#endif
+
+/// The platform crypto the module uses, and nothing else: CryptoKit on Apple platforms, the system libcrypto
+/// (OpenSSL 3) on Linux. AES-256-GCM with 12-byte nonces and 16-byte tags, a CSPRNG, HKDF-SHA-256, SHA-256.
+enum ProtectionCrypto {
+    static let keyLength = 32
+    static let nonceLength = 12
+    static let tagLength = 16
+
+    /// `count` bytes from the platform CSPRNG.
+    static func randomBytes(_ count: Int) throws(ProtectionError) -> [UInt8] {
+        var bytes = [UInt8](repeating: 0, count: count)
+        guard count > 0 else { return bytes }
+        #if canImport(CryptoKit)
+        let status = bytes.withUnsafeMutableBytes { SecRandomCopyBytes(kSecRandomDefault, count, $0.baseAddress!) }
+        guard status == errSecSuccess else { throw .cryptoBackendFailure("SecRandomCopyBytes failed: \(status)") }
+        #else
+        let status = bytes.withUnsafeMutableBufferPointer { cidc_random_bytes($0.baseAddress, count) }
+        guard status == 1 else { throw .cryptoBackendFailure("RAND_bytes failed") }
+        #endif
+        return bytes
+    }
+
+    /// Encrypts `plaintext` and appends the ciphertext, then the 16-byte tag, to `output`.
+    static func seal(
+        key: [UInt8], nonce: [UInt8], aad: UnsafeRawBufferPointer, plaintext: UnsafeRawBufferPointer,
+        appendingTo output: inout [UInt8]
+    ) throws(ProtectionError) {
+        precondition(key.count == keyLength && nonce.count == nonceLength)
+        #if canImport(CryptoKit)
+        do {
+            let box = try AES.GCM.seal(
+                plaintext, using: SymmetricKey(data: key), nonce: try AES.GCM.Nonce(data: nonce),
+                authenticating: aad)
+            output.append(contentsOf: box.ciphertext)
+            output.append(contentsOf: box.tag)
+        } catch {
+            throw .cryptoBackendFailure("AES.GCM.seal: \(error)")
+        }
+        #else
+        let start = output.count
+        output.append(contentsOf: repeatElement(0, count: plaintext.count + tagLength))
+        let status = output.withUnsafeMutableBufferPointer { out in
+            key.withUnsafeBufferPointer { key in
+                nonce.withUnsafeBufferPointer { nonce in
+                    cidc_aes256gcm_seal(
+                        key.baseAddress, nonce.baseAddress,
+                        aad.baseAddress?.assumingMemoryBound(to: UInt8.self), aad.count,
+                        plaintext.baseAddress?.assumingMemoryBound(to: UInt8.self), plaintext.count,
+                        out.baseAddress! + start, out.baseAddress! + start + plaintext.count)
+                }
+            }
+        }
+        guard status == 1 else {
+            output.removeSubrange(start...)
+            throw .cryptoBackendFailure("EVP AES-256-GCM encryption failed")
+        }
+        #endif
+    }
+
+    /// Decrypts and authenticates; returns the plaintext only when the tag verifies.
+    /// - Throws: ``ProtectionError/authenticationFailed`` when it does not.
+    static func open(
+        key: [UInt8], nonce: [UInt8], aad: UnsafeRawBufferPointer, ciphertext: UnsafeRawBufferPointer,
+        tag: UnsafeRawBufferPointer
+    ) throws(ProtectionError) -> [UInt8] {
+        precondition(key.count == keyLength && nonce.count == nonceLength && tag.count == tagLength)
+        #if canImport(CryptoKit)
+        let box: AES.GCM.SealedBox
+        do {
+            box = try AES.GCM.SealedBox(nonce: try AES.GCM.Nonce(data: nonce), ciphertext: ciphertext, tag: tag)
+        } catch {
+            throw .cryptoBackendFailure("AES.GCM.SealedBox: \(error)")
+        }
+        do {
+            return Array(try AES.GCM.open(box, using: SymmetricKey(data: key), authenticating: aad))
+        } catch CryptoKitError.authenticationFailure {
+            throw .authenticationFailed
+        } catch {
+            throw .cryptoBackendFailure("AES.GCM.open: \(error)")
+        }
+        #else
+        var plaintext = [UInt8](repeating: 0, count: ciphertext.count)
+        let status = plaintext.withUnsafeMutableBufferPointer { out in
+            key.withUnsafeBufferPointer { key in
+                nonce.withUnsafeBufferPointer { nonce in
+                    cidc_aes256gcm_open(
+                        key.baseAddress, nonce.baseAddress,
+                        aad.baseAddress?.assumingMemoryBound(to: UInt8.self), aad.count,
+                        ciphertext.baseAddress?.assumingMemoryBound(to: UInt8.self), ciphertext.count,
+                        tag.baseAddress?.assumingMemoryBound(to: UInt8.self), out.baseAddress)
+                }
+            }
+        }
+        switch status {
+        case 1:
+            return plaintext
+        case 0:
+            // Never hand back unauthenticated bytes.
+            for index in plaintext.indices { plaintext[index] = 0 }
+            throw .authenticationFailed
+        default:
+            throw .cryptoBackendFailure("EVP AES-256-GCM decryption failed")
+        }
+        #endif
+    }
+
+    /// HKDF-SHA-256 (RFC 5869) of `count` bytes.
+    static func hkdfSHA256(key: [UInt8], salt: [UInt8], info: [UInt8], count: Int) throws(ProtectionError) -> [UInt8] {
+        #if canImport(CryptoKit)
+        let derived = HKDF<SHA256>.deriveKey(
+            inputKeyMaterial: SymmetricKey(data: key), salt: salt, info: info, outputByteCount: count)
+        return derived.withUnsafeBytes { Array($0) }
+        #else
+        var output = [UInt8](repeating: 0, count: count)
+        let status = output.withUnsafeMutableBufferPointer { out in
+            key.withUnsafeBufferPointer { key in
+                salt.withUnsafeBufferPointer { salt in
+                    info.withUnsafeBufferPointer { info in
+                        cidc_hkdf_sha256(
+                            key.baseAddress, key.count, salt.baseAddress, salt.count, info.baseAddress, info.count,
+                            out.baseAddress, count)
+                    }
+                }
+            }
+        }
+        guard status == 1 else { throw .cryptoBackendFailure("HKDF-SHA-256 failed") }
+        return output
+        #endif
+    }
+
+    /// SHA-256 digest.
+    static func sha256(_ bytes: [UInt8]) throws(ProtectionError) -> [UInt8] {
+        #if canImport(CryptoKit)
+        return Array(SHA256.hash(data: bytes))
+        #else
+        var digest = [UInt8](repeating: 0, count: 32)
+        let status = digest.withUnsafeMutableBufferPointer { out in
+            bytes.withUnsafeBufferPointer { cidc_sha256($0.baseAddress, $0.count, out.baseAddress) }
+        }
+        guard status == 1 else { throw .cryptoBackendFailure("SHA-256 failed") }
+        return digest
+        #endif
+    }
+}

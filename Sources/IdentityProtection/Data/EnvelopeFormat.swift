@@ -1,0 +1,115 @@
+import IdentityRuntime
+
+/// Constants and helpers shared by the data envelope and the encrypted-file format (docs/protection.md).
+enum EnvelopeFormat {
+    /// `89 49 44 50 44 0D 0A 1A`: "\x89IDPD\r\n\x1A", a protected-data envelope.
+    static let dataMagic: [UInt8] = [0x89, 0x49, 0x44, 0x50, 0x44, 0x0D, 0x0A, 0x1A]
+    /// `89 49 44 50 46 0D 0A 1A`: "\x89IDPF\r\n\x1A", an encrypted file.
+    static let fileMagic: [UInt8] = [0x89, 0x49, 0x44, 0x50, 0x46, 0x0D, 0x0A, 0x1A]
+    /// The only version this build writes and reads.
+    static let version: UInt8 = 1
+    /// Flag bit 0 of a data envelope: the body is encrypted.
+    static let encryptedFlag: UInt8 = 0x01
+    /// Largest owner field, in bytes (``Identity/maximumUTF8Length``).
+    static let maximumOwnerLength = Identity.maximumUTF8Length
+
+    /// How `bytes` relates to `magic`: it starts with it, is a proper non-empty prefix of it, or neither.
+    enum MagicMatch { case full, truncated, none }
+
+    static func match(_ bytes: UnsafeRawBufferPointer, magic: [UInt8]) -> MagicMatch {
+        if bytes.isEmpty { return .none }
+        let count = min(bytes.count, magic.count)
+        for index in 0..<count where bytes[index] != magic[index] { return .none }
+        return bytes.count >= magic.count ? .full : .truncated
+    }
+
+    /// Encodes the owner field (2-byte big-endian length, then UTF-8).
+    static func appendOwner(_ owner: Identity, to output: inout [UInt8]) throws(ProtectionError) {
+        let utf8 = Array(owner.name.utf8)
+        guard utf8.count <= maximumOwnerLength else {
+            throw .invalidIdentity(reason: "owner is \(utf8.count) bytes of UTF-8; at most \(maximumOwnerLength) fit")
+        }
+        appendUInt16(UInt16(utf8.count), to: &output)
+        output.append(contentsOf: utf8)
+    }
+
+    static func appendUInt16(_ value: UInt16, to output: inout [UInt8]) {
+        output.append(UInt8(value >> 8))
+        output.append(UInt8(value & 0xFF))
+    }
+
+    static func appendUInt32(_ value: UInt32, to output: inout [UInt8]) {
+        for shift in stride(from: 24, through: 0, by: -8) { output.append(UInt8(truncatingIfNeeded: value >> UInt32(shift))) }
+    }
+
+    static func appendUInt64(_ value: UInt64, to output: inout [UInt8]) {
+        for shift in stride(from: 56, through: 0, by: -8) { output.append(UInt8(truncatingIfNeeded: value >> UInt64(shift))) }
+    }
+
+    /// Decodes an owner field's bytes: valid UTF-8 and a valid identity, or 104.
+    static func decodeOwner(_ bytes: UnsafeRawBufferPointer) throws(ProtectionError) -> Identity {
+        guard let name = String(validating: bytes, as: UTF8.self) else {
+            throw .invalidIdentity(reason: "owner field is not valid UTF-8")
+        }
+        do {
+            return try Identity(validating: name)
+        } catch {
+            throw .invalidIdentity(reason: "owner field: \(error)")
+        }
+    }
+}
+
+/// Reads big-endian fields from a buffer; running past the end is ``ProtectionError/invalidEnvelope(reason:)``.
+struct ByteReader {
+    let buffer: UnsafeRawBufferPointer
+    private(set) var offset: Int
+
+    init(_ buffer: UnsafeRawBufferPointer, offset: Int = 0) {
+        self.buffer = buffer
+        self.offset = offset
+    }
+
+    var remaining: Int { buffer.count - offset }
+
+    mutating func bytes(_ count: Int, _ field: String) throws(ProtectionError) -> UnsafeRawBufferPointer {
+        guard count >= 0, remaining >= count else {
+            throw .invalidEnvelope(reason: "truncated in \(field) (needs \(count) bytes at offset \(offset), \(remaining) left)")
+        }
+        let slice = UnsafeRawBufferPointer(rebasing: buffer[offset..<offset + count])
+        offset += count
+        return slice
+    }
+
+    mutating func uint8(_ field: String) throws(ProtectionError) -> UInt8 {
+        try bytes(1, field)[0]
+    }
+
+    mutating func uint16(_ field: String) throws(ProtectionError) -> UInt16 {
+        let raw = try bytes(2, field)
+        return UInt16(raw[0]) << 8 | UInt16(raw[1])
+    }
+
+    mutating func uint32(_ field: String) throws(ProtectionError) -> UInt32 {
+        let raw = try bytes(4, field)
+        return raw.reduce(0) { $0 << 8 | UInt32($1) }
+    }
+
+    mutating func uint64(_ field: String) throws(ProtectionError) -> UInt64 {
+        let raw = try bytes(8, field)
+        return raw.reduce(0) { $0 << 8 | UInt64($1) }
+    }
+
+    /// The common prefix of both formats: magic (already matched), version, flags, owner.
+    mutating func commonHeader(magic: [UInt8]) throws(ProtectionError) -> (flags: UInt8, owner: Identity) {
+        _ = try bytes(magic.count, "magic")
+        let version = try uint8("version")
+        guard version == EnvelopeFormat.version else { throw .unsupportedVersion(version) }
+        let flags = try uint8("flags")
+        let ownerLength = Int(try uint16("owner length"))
+        guard ownerLength <= EnvelopeFormat.maximumOwnerLength else {
+            throw .invalidIdentity(reason: "owner field is \(ownerLength) bytes; at most \(EnvelopeFormat.maximumOwnerLength) are allowed")
+        }
+        let owner = try EnvelopeFormat.decodeOwner(try bytes(ownerLength, "owner"))
+        return (flags, owner)
+    }
+}

@@ -1,0 +1,126 @@
+import Foundation
+import IdentityRuntime
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Musl)
+import Musl
+#elseif canImport(Darwin)
+import Darwin
+#endif
+
+extension FileProtectionManager {
+    /// Creates or replaces the file at `path` with `contents`, atomically, owned by the caller's
+    /// `IdentityContext.effectiveFileIdentity` (no owner when that is `nil`).
+    ///
+    /// When the policy manages that identity and requires file encryption, the file is written encrypted.
+    /// An existing file keeps its permission bits; a new one gets `0600` when encrypted, `0644` otherwise.
+    /// - Throws: 105 `path` names a directory or other non-regular file; 106 the OS refused (a missing parent
+    ///   directory, a path under a regular file, a read-only file system); 103/107 key or crypto failures.
+    public func writeFile(atPath path: String, contents: Data) throws(ProtectionError) {
+        let owner = IdentityContext.effectiveFileIdentity
+        let path = Paths.absolute(path)
+        let previous = try destinationInfo(path)
+        if let previous, !POSIX.isRegular(previous) { throw .fileNotFound(path: path) }
+        let encrypt = owner.map(requiresEncryption) ?? false
+        let mode = previous.map { $0.st_mode & 0o7777 } ?? (encrypt ? 0o600 : 0o644)
+        var output = try AtomicFile(replacing: path, mode: mode)
+        do throws(ProtectionError) {
+            try owners.setOwner(owner, fd: output.fd, path: output.temporaryPath)
+            if let owner, encrypt {
+                let key = try keyStore.currentKey(for: owner)
+                let header = try EncryptedFileFormat.makeHeader(
+                    owner: owner, keyID: key.id,
+                    salt: try ProtectionCrypto.randomBytes(EncryptedFileFormat.saltLength), chunkSize: chunkSize)
+                var source = DataSource(data: contents)
+                try EncryptedFileFormat.encrypt(&source, header: header, key: key, into: output)
+            } else {
+                try withRawBytes(of: contents) { (raw) throws(ProtectionError) in try output.write(raw) }
+            }
+            try output.commit()
+        } catch {
+            output.discard()
+            throw error
+        }
+        if let previous { try owners.forget([previous]) }
+    }
+
+    /// The plaintext of the file at `path`: decrypted and authenticated when it is encrypted, as stored
+    /// otherwise.
+    /// - Throws: 105 no regular file; 100...104 a damaged or unreadable encrypted file; 106 the OS refused.
+    public func readFile(atPath path: String) throws(ProtectionError) -> Data {
+        let path = Paths.absolute(path)
+        _ = try regularFileInfo(path)
+        let fd = try POSIX.openFile(path, O_RDONLY)
+        defer { POSIX.closeFile(fd) }
+        guard let header = try EncryptedFileFormat.readHeader(fd, path: path) else {
+            guard lseek(fd, 0, SEEK_SET) == 0 else { throw POSIX.failure(path, "lseek") }
+            return Data(try POSIX.readToEnd(fd, path: path))
+        }
+        var decryptor = try decryptor(fd: fd, path: path, header: header)
+        var result = Data()
+        while let chunk = try decryptor.nextChunk() { result.append(contentsOf: chunk) }
+        return result
+    }
+
+    /// Opens the file at `path` with `options`. When the call creates the file, or truncates it, the file's
+    /// owner becomes the caller's `IdentityContext.effectiveFileIdentity` (no owner when that is `nil`).
+    ///
+    /// ```swift
+    /// let handle = try files.openFile(atPath: path, options: [.write, .create, .truncate])
+    /// defer { try? handle.close() }
+    /// try handle.write(contentsOf: bytes)
+    /// ```
+    /// > Warning: Bytes written through the handle are stored as written. Use ``writeFile(atPath:contents:)``,
+    /// > or ``encryptFile(path:for:)`` after closing, when the owner's files must be encrypted at rest.
+    /// - Parameter permissions: mode bits of a newly created file (before the process umask).
+    /// - Throws: 105 missing (without ``FileOpenOptions/create``) or a directory; 106 the OS refused.
+    public func openFile(
+        atPath path: String, options: FileOpenOptions, permissions: UInt16 = 0o644
+    ) throws(ProtectionError) -> FileHandle {
+        let path = Paths.absolute(path)
+        var flags: Int32
+        let writes = options.contains(.write) || options.contains(.truncate) || options.contains(.append)
+        switch (options.contains(.read), writes) {
+        case (_, false): flags = O_RDONLY
+        case (false, true): flags = O_WRONLY
+        case (true, true): flags = O_RDWR
+        }
+        if options.contains(.append) { flags |= O_APPEND }
+        if options.contains(.truncate) { flags |= O_TRUNC }
+        var created = false
+        let fd: Int32
+        if options.contains(.create) {
+            do throws(ProtectionError) {
+                fd = try POSIX.openFile(path, flags | O_CREAT | O_EXCL, mode: mode_t(permissions))
+                created = true
+            } catch let .ioFailure(_, _, code) where code == EEXIST && !options.contains(.exclusive) {
+                fd = try POSIX.openFile(path, flags)
+            }
+        } else {
+            fd = try POSIX.openFile(path, flags)
+        }
+        do throws(ProtectionError) {
+            let info = try POSIX.fstatFD(fd, path: path)
+            guard POSIX.isRegular(info) else { throw ProtectionError.fileNotFound(path: path) }
+            if created || options.contains(.truncate) {
+                try owners.setOwner(IdentityContext.effectiveFileIdentity, fd: fd, path: path)
+            }
+        } catch {
+            POSIX.closeFile(fd)
+            throw error
+        }
+        return FileHandle(fileDescriptor: fd, closeOnDealloc: true)
+    }
+}
+
+/// Plaintext from memory.
+struct DataSource: PlaintextSource {
+    let data: Data
+    var offset = 0
+
+    mutating func read(upTo count: Int) throws(ProtectionError) -> [UInt8] {
+        let end = min(data.count, offset + count)
+        defer { offset = end }
+        return Array(data[data.startIndex + offset..<data.startIndex + end])
+    }
+}

@@ -1,0 +1,98 @@
+import Foundation
+import IdentityRuntime
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Musl)
+import Musl
+#elseif canImport(Darwin)
+import Darwin
+#endif
+
+/// The owner index: file owners for file systems without user extended attributes.
+///
+/// A JSON file (`owners.index` in the state directory) mapping `"<st_dev>:<st_ino>"` to the owner and the
+/// path last seen. Keyed by inode, an entry follows its file through renames within a file system. Every
+/// change rewrites the file atomically (temporary file, `fsync`, `rename`, `fsync` of the directory), so a
+/// crash leaves the index before or after the change.
+final class OwnerIndex: Sendable {
+    struct Entry: Codable, Sendable, Equatable {
+        var owner: String
+        var path: String
+    }
+
+    private struct Document: Codable {
+        var format: Int
+        var entries: [String: Entry]
+    }
+
+    let path: String
+    private let entries = LockedState<[String: Entry]?>(nil)
+
+    init(path: String) {
+        self.path = path
+    }
+
+    static func key(_ info: stat) -> String {
+        "\(info.st_dev):\(info.st_ino)"
+    }
+
+    func owner(of info: stat) throws(ProtectionError) -> String? {
+        try entries.withLock { (entries: inout [String: Entry]?) throws(ProtectionError) -> String? in
+            try loadIfNeeded(&entries)
+            return entries?[OwnerIndex.key(info)]?.owner
+        }
+    }
+
+    /// Records `owner` (`nil`: removes the entry).
+    func set(_ owner: Identity?, for info: stat, path filePath: String) throws(ProtectionError) {
+        try entries.withLock { (entries: inout [String: Entry]?) throws(ProtectionError) in
+            try loadIfNeeded(&entries)
+            var updated = entries ?? [:]
+            let key = OwnerIndex.key(info)
+            let entry = owner.map { Entry(owner: $0.name, path: filePath) }
+            guard updated[key] != entry else { return }
+            updated[key] = entry
+            try save(updated)
+            entries = updated
+        }
+    }
+
+    /// Removes entries; one write for all of them.
+    func remove(_ infos: [stat]) throws(ProtectionError) {
+        try entries.withLock { (entries: inout [String: Entry]?) throws(ProtectionError) in
+            try loadIfNeeded(&entries)
+            var updated = entries ?? [:]
+            var changed = false
+            for info in infos where updated.removeValue(forKey: OwnerIndex.key(info)) != nil { changed = true }
+            guard changed else { return }
+            try save(updated)
+            entries = updated
+        }
+    }
+
+    private func loadIfNeeded(_ entries: inout [String: Entry]?) throws(ProtectionError) {
+        guard entries == nil else { return }
+        let fd: Int32
+        do throws(ProtectionError) {
+            fd = try POSIX.openFile(path, O_RDONLY)
+        } catch .fileNotFound {
+            entries = [:]
+            return
+        }
+        defer { POSIX.closeFile(fd) }
+        let bytes = try POSIX.readToEnd(fd, path: path)
+        guard let document = try? JSONDecoder().decode(Document.self, from: Data(bytes)), document.format == 1 else {
+            throw .ioFailure(path: path, operation: "read owner index (malformed)", errno: EIO)
+        }
+        entries = document.entries
+    }
+
+    private func save(_ entries: [String: Entry]) throws(ProtectionError) {
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = [.sortedKeys]
+        guard let data = try? encoder.encode(Document(format: 1, entries: entries)) else {
+            throw .ioFailure(path: path, operation: "encode owner index", errno: EIO)
+        }
+        try AtomicFile.write(Array(data), to: path, mode: 0o600)
+    }
+}

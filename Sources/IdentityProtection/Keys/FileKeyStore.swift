@@ -1,0 +1,179 @@
+import Foundation
+import IdentityRuntime
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Musl)
+import Musl
+#elseif canImport(Darwin)
+import Darwin
+#endif
+
+/// The default ``KeyStore``: one file per identity in a directory of its own.
+///
+/// - The directory is created with mode `0700`; each key file has mode `0600` and is named after the SHA-256
+///   of the identity's case-folded name (`<64 hex digits>.key`), so names never leak into file names and
+///   case variants of one identity share a file.
+/// - A key file is JSON: `{"format":1,"identity":"…","current":"<key id hex>","keys":[{"id":"…","material":"<base64>"}]}`.
+/// - Every change is written atomically (temporary file, `fsync`, `rename`, `fsync` of the directory).
+/// - ``destroyKeys(for:)`` overwrites the file with zeros, `fsync`s and unlinks it. On journaling or
+///   copy-on-write storage the overwrite is best effort; keep the directory on storage the OS encrypts.
+///
+/// Keys are cached in memory after first use. Use one instance per directory in a process; another process
+/// that rotates keys in the same directory is seen when a key id is not in the cache.
+public final class FileKeyStore: KeyStore {
+    /// The directory holding the key files.
+    public let directory: String
+
+    private let cache = LockedState<[String: KeyRing]>([:])
+
+    struct KeyRing: Codable, Sendable {
+        struct Entry: Codable, Sendable {
+            var id: String
+            var material: String
+        }
+
+        var format: Int
+        var identity: String
+        var current: String
+        var keys: [Entry]
+    }
+
+    /// Opens (creating it when missing, mode `0700`) the key directory at `directory`.
+    public init(directory: String) throws(ProtectionError) {
+        let absolute = Paths.absolute(directory)
+        try POSIX.makeDirectories(absolute, mode: 0o700)
+        self.directory = absolute
+    }
+
+    public func currentKey(for identity: Identity) throws(ProtectionError) -> ProtectionKey {
+        try requireNamed(identity)
+        let file = try fileName(for: identity)
+        return try cache.withLock { (cache: inout [String: KeyRing]) throws(ProtectionError) -> ProtectionKey in
+            if cache[file] == nil, let ring = try load(file) { cache[file] = ring }
+            if let ring = cache[file] {
+                return try key(in: ring, hexID: ring.current, identity: identity)
+            }
+            let key = try ProtectionKey.generate()
+            let ring = KeyRing(format: 1, identity: identity.name, current: key.id.description, keys: [entry(for: key)])
+            try save(ring, file)
+            cache[file] = ring
+            return key
+        }
+    }
+
+    public func key(withID id: ProtectionKeyID, for identity: Identity) throws(ProtectionError) -> ProtectionKey {
+        if identity.isUnmanaged { throw .keyNotFound(identity: identity, keyID: id) }
+        let file = try fileName(for: identity)
+        return try cache.withLock { (cache: inout [String: KeyRing]) throws(ProtectionError) -> ProtectionKey in
+            let hex = id.description
+            if let ring = cache[file], ring.keys.contains(where: { $0.id == hex }) {
+                return try key(in: ring, hexID: hex, identity: identity)
+            }
+            guard let ring = try load(file) else {
+                cache[file] = nil
+                throw .keyNotFound(identity: identity, keyID: id)
+            }
+            cache[file] = ring
+            return try key(in: ring, hexID: hex, identity: identity)
+        }
+    }
+
+    @discardableResult
+    public func rotateKey(for identity: Identity) throws(ProtectionError) -> ProtectionKey {
+        try requireNamed(identity)
+        let file = try fileName(for: identity)
+        return try cache.withLock { (cache: inout [String: KeyRing]) throws(ProtectionError) -> ProtectionKey in
+            let key = try ProtectionKey.generate()
+            var existing = cache[file]
+            if existing == nil { existing = try load(file) }
+            var ring = existing ?? KeyRing(format: 1, identity: identity.name, current: key.id.description, keys: [])
+            ring.keys.append(entry(for: key))
+            ring.current = key.id.description
+            try save(ring, file)
+            cache[file] = ring
+            return key
+        }
+    }
+
+    public func destroyKeys(for identity: Identity) throws(ProtectionError) {
+        if identity.isUnmanaged { return }
+        let file = try fileName(for: identity)
+        try cache.withLock { (cache: inout [String: KeyRing]) throws(ProtectionError) in
+            cache[file] = nil
+            let path = Paths.join(directory, file)
+            guard let info = try POSIX.lstatPath(path) else { return }
+            // Best-effort overwrite before unlinking.
+            if POSIX.isRegular(info), let fd = try? POSIX.openFile(path, O_WRONLY) {
+                defer { POSIX.closeFile(fd) }
+                try? POSIX.writeAll(fd, [UInt8](repeating: 0, count: Int(info.st_size)), path: path)
+                try? POSIX.fsyncFD(fd, path: path)
+            }
+            do throws(ProtectionError) {
+                try POSIX.unlinkPath(path)
+            } catch .fileNotFound {
+                return
+            }
+            try POSIX.fsyncDirectory(directory)
+        }
+    }
+
+    // MARK: Storage
+
+    private func requireNamed(_ identity: Identity) throws(ProtectionError) {
+        guard !identity.isUnmanaged else {
+            throw .invalidIdentity(reason: "the unmanaged identity has no keys")
+        }
+    }
+
+    private func fileName(for identity: Identity) throws(ProtectionError) -> String {
+        Hex.encode(try ProtectionCrypto.sha256(Array(identity.foldedName.utf8))) + ".key"
+    }
+
+    private func entry(for key: ProtectionKey) -> KeyRing.Entry {
+        KeyRing.Entry(id: key.id.description, material: Data(key.material).base64EncodedString())
+    }
+
+    private func key(in ring: KeyRing, hexID: String, identity: Identity) throws(ProtectionError) -> ProtectionKey {
+        guard let entry = ring.keys.first(where: { $0.id == hexID }), let id = ProtectionKeyID(hex: hexID) else {
+            throw .keyNotFound(identity: identity, keyID: ProtectionKeyID(hex: hexID))
+        }
+        guard let material = Data(base64Encoded: entry.material) else {
+            throw corrupt(Paths.join(directory, keyFileNameForError(identity)))
+        }
+        return try ProtectionKey(id: id, material: Array(material))
+    }
+
+    private func keyFileNameForError(_ identity: Identity) -> String {
+        (try? fileName(for: identity)) ?? "?"
+    }
+
+    private func corrupt(_ path: String) -> ProtectionError {
+        .ioFailure(path: path, operation: "read key file (malformed)", errno: EIO)
+    }
+
+    private func load(_ file: String) throws(ProtectionError) -> KeyRing? {
+        let path = Paths.join(directory, file)
+        let fd: Int32
+        do throws(ProtectionError) {
+            fd = try POSIX.openFile(path, O_RDONLY)
+        } catch .fileNotFound {
+            return nil
+        }
+        defer { POSIX.closeFile(fd) }
+        let bytes = try POSIX.readToEnd(fd, path: path)
+        guard let ring = try? JSONDecoder().decode(KeyRing.self, from: Data(bytes)), ring.format == 1 else {
+            throw corrupt(path)
+        }
+        return ring
+    }
+
+    private func save(_ ring: KeyRing, _ file: String) throws(ProtectionError) {
+        let bytes: Data
+        do {
+            bytes = try JSONEncoder().encode(ring)
+        } catch {
+            throw .ioFailure(path: Paths.join(directory, file), operation: "encode key file", errno: EIO)
+        }
+        try AtomicFile.write(Array(bytes), to: Paths.join(directory, file), mode: 0o600)
+    }
+}

@@ -1,0 +1,85 @@
+import IdentityRuntime
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Musl)
+import Musl
+#elseif canImport(Darwin)
+import Darwin
+#endif
+
+/// Why a protection operation failed. Every case has a stable numeric ``code`` (100...107) that is part of
+/// the public contract: log it, compare it, show it.
+///
+/// | code | case | meaning |
+/// |---|---|---|
+/// | 100 | ``invalidEnvelope(reason:)`` | not a well-formed envelope or encrypted file: truncated, trailing bytes, reserved bits set, bad length field |
+/// | 101 | ``unsupportedVersion(_:)`` | a well-formed magic with a format version this build cannot read |
+/// | 102 | ``authenticationFailed`` | AES-GCM tag check failed: tampered header or body, wrong key, reordered or dropped chunk |
+/// | 103 | ``keyNotFound(identity:keyID:)`` | the owner has no key with that id (never had it, or it was destroyed by a wipe) |
+/// | 104 | ``invalidIdentity(reason:)`` | an owner field that is not valid UTF-8, too long or not a valid identity; an identity that cannot own encrypted data |
+/// | 105 | ``fileNotFound(path:)`` | no such file, or the path names something other than a regular file (a directory, a socket) |
+/// | 106 | ``ioFailure(path:operation:errno:)`` | the operating system refused or failed: permission denied, read-only, no space, I/O error |
+/// | 107 | ``cryptoBackendFailure(_:)`` | the crypto library failed (random generator, cipher setup); not caused by the input |
+///
+/// A failed operation never returns plaintext that was not authenticated and never leaves a modified
+/// original behind.
+public enum ProtectionError: Error, Equatable, Sendable, CustomStringConvertible {
+    /// 100: the input is not a well-formed envelope or encrypted file.
+    case invalidEnvelope(reason: String)
+    /// 101: the format version is not one this build reads.
+    case unsupportedVersion(UInt8)
+    /// 102: the authentication tag did not verify; the input was tampered with or belongs to another key.
+    case authenticationFailed
+    /// 103: the key store has no key with `keyID` for `identity` (`keyID` is `nil` when the identity has no
+    /// keys at all).
+    case keyNotFound(identity: Identity, keyID: ProtectionKeyID?)
+    /// 104: an owner identity field or argument that cannot be used.
+    case invalidIdentity(reason: String)
+    /// 105: the path does not exist or is not a regular file.
+    case fileNotFound(path: String)
+    /// 106: an operating-system call failed (`errno` is its error number; `EACCES`, `EROFS`, `ENOSPC`,
+    /// `ENOTDIR`, `EIO`, ...).
+    case ioFailure(path: String, operation: String, errno: Int32)
+    /// 107: the crypto backend (CryptoKit or libcrypto) reported a failure unrelated to the input.
+    case cryptoBackendFailure(String)
+
+    /// The stable numeric code of the case, 100...107.
+    public var code: Int {
+        switch self {
+        case .invalidEnvelope: return 100
+        case .unsupportedVersion: return 101
+        case .authenticationFailed: return 102
+        case .keyNotFound: return 103
+        case .invalidIdentity: return 104
+        case .fileNotFound: return 105
+        case .ioFailure: return 106
+        case .cryptoBackendFailure: return 107
+        }
+    }
+
+    public var description: String {
+        switch self {
+        case let .invalidEnvelope(reason):
+            return "ProtectionError 100: invalid envelope: \(reason)"
+        case let .unsupportedVersion(version):
+            return "ProtectionError 101: unsupported format version \(version)"
+        case .authenticationFailed:
+            return "ProtectionError 102: authentication failed (tampered data or wrong key)"
+        case let .keyNotFound(identity, keyID):
+            return "ProtectionError 103: no key \(keyID.map { "\($0)" } ?? "at all") for \(identity.debugDescription)"
+        case let .invalidIdentity(reason):
+            return "ProtectionError 104: invalid identity: \(reason)"
+        case let .fileNotFound(path):
+            return "ProtectionError 105: no regular file at \(path)"
+        case let .ioFailure(path, operation, errno):
+            return "ProtectionError 106: \(operation) failed for \(path): \(ProtectionError.errnoName(errno))"
+        case let .cryptoBackendFailure(detail):
+            return "ProtectionError 107: crypto backend failure: \(detail)"
+        }
+    }
+
+    static func errnoName(_ code: Int32) -> String {
+        guard let message = strerror(code) else { return "errno \(code)" }
+        return "\(String(cString: message)) (errno \(code))"
+    }
+}

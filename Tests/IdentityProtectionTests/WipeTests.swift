@@ -1,0 +1,66 @@
+import Foundation
+import IdentityProtection
+import IdentityRuntime
+import Testing
+
+@Suite("FileProtectionManager: selective wipe")
+struct WipeTests {
+    @Test("removeFiles(ownedBy:) deletes exactly the owner's files and shreds its keys",
+          arguments: [OwnerStorage.automatic, .indexOnly])
+    func wipe(storage: OwnerStorage) throws {
+        let f = try Fixture(ownerStorage: storage)
+        let outside = f.directory + "/outside"
+        try FileManager.default.createDirectory(atPath: f.path("deep/er"), withIntermediateDirectories: true)
+        try FileManager.default.createDirectory(atPath: outside, withIntermediateDirectories: true)
+        try IdentityContext.withThreadIdentity(alice) {
+            try f.files.writeFile(atPath: f.path("a1.txt"), contents: Data("a1".utf8))
+            try f.files.writeFile(atPath: f.path("deep/er/a2.txt"), contents: Data("a2".utf8))
+            try f.files.writeFile(atPath: outside + "/a3.txt", contents: Data("a3".utf8))
+        }
+        try IdentityContext.withThreadIdentity("ALICE@contoso.com") {
+            try f.files.writeFile(atPath: f.path("deep/a4.txt"), contents: Data("a4".utf8))
+        }
+        try IdentityContext.withThreadIdentity(bob) {
+            try f.files.writeFile(atPath: f.path("b1.txt"), contents: Data("b1".utf8))
+        }
+        try IdentityContext.withThreadIdentity(carol) {
+            try f.files.writeFile(atPath: f.path("deep/c1.txt"), contents: Data("c1".utf8))
+        }
+        writeRaw([1], to: f.path("unowned.txt"))
+        try FileManager.default.createSymbolicLink(atPath: f.path("link-to-outside"), withDestinationPath: outside)
+        let sealed = try f.data.protect(Data("memo".utf8), identity: alice)
+        let removed = try f.files.removeFiles(ownedBy: alice)
+        #expect(removed == [f.path("a1.txt"), f.path("deep/a4.txt"), f.path("deep/er/a2.txt")])
+        for name in ["b1.txt", "deep/c1.txt", "unowned.txt", "deep/er", "link-to-outside"] {
+            #expect(FileManager.default.fileExists(atPath: f.path(name)), "\(name)")
+        }
+        #expect(FileManager.default.fileExists(atPath: outside + "/a3.txt"))   // outside the roots
+        #expect(try f.files.readFile(atPath: f.path("b1.txt")) == Data("b1".utf8))
+        // Crypto-shredding: data protected for alice and her file outside the roots are unreadable now.
+        #expect(protectionError { try f.data.unprotect(sealed) }?.code == 103)
+        #expect(protectionError { try f.files.readFile(atPath: outside + "/a3.txt") }?.code == 103)
+        // A second wipe finds nothing.
+        #expect(try f.files.removeFiles(ownedBy: alice) == [])
+    }
+
+    @Test("an encrypted file whose recorded owner was lost is still found by its header")
+    func headerOwner() throws {
+        let f = try Fixture()
+        try IdentityContext.withThreadIdentity(alice) {
+            try f.files.writeFile(atPath: f.path("a.txt"), contents: Data("a".utf8))
+        }
+        // Copy it the way a tool that drops extended attributes would.
+        let copy = f.path("copied.txt")
+        writeRaw(bytes(of: f.path("a.txt"))!, to: copy)
+        #expect(try f.files.removeFiles(ownedBy: alice).count == 2)
+    }
+
+    @Test("the unmanaged identity cannot be wiped: 104")
+    func unmanaged() throws {
+        let f = try Fixture()
+        writeRaw([1], to: f.path("x"))
+        try f.files.protect(path: f.path("x"), identity: .unmanaged)
+        #expect(protectionError { try f.files.removeFiles(ownedBy: .unmanaged) }?.code == 104)
+        #expect(FileManager.default.fileExists(atPath: f.path("x")))
+    }
+}
