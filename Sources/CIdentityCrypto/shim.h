@@ -129,20 +129,4 @@ static inline int cidc_sha256(const uint8_t *input, size_t input_length, uint8_t
     return length == 32 ? 1 : -1;
 }
 
-/*
- * ThreadSanitizer annotations. Synchronization.Mutex on Linux locks with futexes, which ThreadSanitizer cannot
- * see, so it reports the state a Mutex protects as racing. IdentityProtection's lock wrapper tells it about
- * the happens-before edges. The symbols are weak: without -sanitize=thread they are null and this is a no-op.
- */
-extern void __tsan_acquire(void *addr) __attribute__((weak));
-extern void __tsan_release(void *addr) __attribute__((weak));
-
-static inline void cidc_tsan_acquire(void *addr) {
-    if (__tsan_acquire) __tsan_acquire(addr);
-}
-
-static inline void cidc_tsan_release(void *addr) {
-    if (__tsan_release) __tsan_release(addr);
-}
-
 #endif /* CIDENTITYCRYPTO_SHIM_H */

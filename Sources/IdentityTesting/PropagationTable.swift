@@ -98,7 +98,7 @@ public enum PropagationTable {
             mechanism: "IdentityDispatchQueue.concurrentPerform (every iteration)", captured: "the call",
             expected: { $0 },
             observe: { submitter in
-                let seen = Mutex<[Identity?]>([])
+                let seen = LockedValue<[Identity?]>([])
                 IdentityContext.withThreadIdentity(submitter) {
                     IdentityDispatchQueue.concurrentPerform(iterations: 16) { _ in
                         let identity = current
@@ -312,7 +312,7 @@ public enum PropagationTable {
     /// Calls `start` with a reporter and waits until it has been called `count` times.
     static func collect(_ count: Int, _ start: (@escaping Report) -> Void) async -> [Identity?] {
         await withCheckedContinuation { (continuation: CheckedContinuation<[Identity?], Never>) in
-            let seen = Mutex<[Identity?]>([])
+            let seen = LockedValue<[Identity?]>([])
             start { identity in
                 let done: [Identity?]? = seen.withLock { seen in
                     seen.append(identity)

@@ -49,7 +49,7 @@ enum VerifyCommand {
 
 /// Ends the process with status 2 if a row does not complete in time (a unit that never ran).
 final class Watchdog: Sendable {
-    private let state = Mutex<(row: String, generation: Int)>(("", 0))
+    private let state = LockedValue<(row: String, generation: Int)>(("", 0))
     private let seconds: Int
 
     init(seconds: Int) {

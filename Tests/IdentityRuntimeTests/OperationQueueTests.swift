@@ -24,7 +24,7 @@ final class RecordingOperation: Operation, @unchecked Sendable {
 /// An asynchronous operation: `start()` returns at once, work finishes later on another queue.
 final class AsyncRecordingOperation: Operation, @unchecked Sendable {
     let log: Log
-    private let state = Mutex<(executing: Bool, finished: Bool)>((false, false))
+    private let state = LockedValue<(executing: Bool, finished: Bool)>((false, false))
 
     init(log: Log) { self.log = log }
 
@@ -51,7 +51,7 @@ final class AsyncRecordingOperation: Operation, @unchecked Sendable {
 }
 
 final class Log: Sendable {
-    private let entries = Mutex<[(String, Identity?)]>([])
+    private let entries = LockedValue<[(String, Identity?)]>([])
     func append(_ label: String, _ identity: Identity?) { entries.withLock { $0.append((label, identity)) } }
     var labels: [String] { entries.withLock { $0.map(\.0) } }
     func identity(of label: String) -> Identity?? { entries.withLock { $0.first { $0.0 == label }.map(\.1) } }
@@ -123,7 +123,7 @@ struct OperationQueueTests {
         let cancelled = RecordingOperation("cancelled", log: log)
         let dependent = RecordingOperation("dependent", log: log)
         dependent.addDependency(cancelled)
-        let completion = Mutex(false)
+        let completion = LockedValue(false)
         cancelled.completionBlock = { completion.withLock { $0 = true } }
         IdentityContext.withThreadIdentity(Accounts.alice) {
             queue.addOperation(cancelled)

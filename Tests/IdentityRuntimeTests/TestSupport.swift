@@ -19,7 +19,7 @@ enum Accounts {
 /// Waits until `start`'s reporter has been called `count` times and returns what was reported, in order.
 func collect<T: Sendable>(_ count: Int = 1, _ start: (@escaping @Sendable (T) -> Void) -> Void) async -> [T] {
     await withCheckedContinuation { (continuation: CheckedContinuation<[T], Never>) in
-        let seen = Mutex<[T]>([])
+        let seen = LockedValue<[T]>([])
         start { value in
             let done: [T]? = seen.withLock { seen in
                 seen.append(value)
@@ -44,7 +44,7 @@ var current: Identity? { IdentityContext.currentThreadIdentity }
 
 /// Collects runtime issues reported while `body` runs (the sink is process-wide: use in serialized suites).
 func capturingRuntimeIssues<R>(_ body: () async throws -> R) async rethrows -> (R, [RuntimeIssue]) {
-    let issues = Mutex<[RuntimeIssue]>([])
+    let issues = LockedValue<[RuntimeIssue]>([])
     let previous = RuntimeIssues.setSink { issue in issues.withLock { $0.append(issue) } }
     defer { RuntimeIssues.setSink(previous) }
     let result = try await body()

@@ -53,7 +53,7 @@ public final class FileProtectionManager: Sendable {
     public let chunkSize: Int
 
     let owners: FileOwnerStore
-    private let registeredRoots: LockedState<[String]>
+    private let registeredRoots: LockedValue<[String]>
 
     /// A manager for files under `roots`.
     ///
@@ -77,7 +77,7 @@ public final class FileProtectionManager: Sendable {
         self.stateDirectory = state
         self.chunkSize = chunkSize
         self.owners = FileOwnerStore(storage: ownerStorage, index: OwnerIndex(path: Paths.join(state, "owners.index")))
-        self.registeredRoots = LockedState(roots.map(Paths.absolute))
+        self.registeredRoots = LockedValue(roots.map(Paths.absolute))
     }
 
     /// The protected roots (absolute paths).

@@ -26,7 +26,7 @@ final class OwnerIndex: Sendable {
     }
 
     let path: String
-    private let entries = LockedState<[String: Entry]?>(nil)
+    private let entries = LockedValue<[String: Entry]?>(nil)
 
     init(path: String) {
         self.path = path

@@ -24,7 +24,7 @@ public final class FileKeyStore: KeyStore {
     /// The directory holding the key files.
     public let directory: String
 
-    private let cache = LockedState<[String: KeyRing]>([:])
+    private let cache = LockedValue<[String: KeyRing]>([:])
 
     struct KeyRing: Codable, Sendable {
         struct Entry: Codable, Sendable {

@@ -13,11 +13,11 @@ public final class StaticManagedIdentityPolicy: ManagedIdentityPolicy {
         var fileEncryptionRequired: Bool
     }
 
-    private let state: LockedState<State>
+    private let state: LockedValue<State>
 
     /// A policy managing exactly `managed` (``Identity/unmanaged`` is ignored).
     public init(managed: Set<Identity> = [], fileEncryptionRequired: Bool = true) {
-        state = LockedState(State(managed: managed.filter { !$0.isUnmanaged }, fileEncryptionRequired: fileEncryptionRequired))
+        state = LockedValue(State(managed: managed.filter { !$0.isUnmanaged }, fileEncryptionRequired: fileEncryptionRequired))
     }
 
     /// The identities currently managed.

@@ -52,8 +52,8 @@ public enum IdentityContext {
     @TaskLocal
     static var frame: IdentityFrame?
 
-    private static let processState = Mutex<Identity?>(nil)
-    private static let uiState = Mutex(UIState())
+    private static let processState = LockedValue<Identity?>(nil)
+    private static let uiState = LockedValue(UIState())
 
     private struct UIState {
         var keyWindow: WindowID = .main

@@ -17,33 +17,49 @@ import Synchronization
 /// async scope never changes.
 final class IdentityFrame: @unchecked Sendable {
     // Safety: `base` and `owner` are immutable; `isActive` is written and read only on the owner thread
-    // (every reader checks `owner` first); the override is guarded by `overridden` + `override`.
+    // (every reader checks `owner` first); overrides are published through an atomic pointer to immutable
+    // boxes that stay alive until the frame itself is released.
     let base: Identity?
     private let owner: pthread_t?
     private var isActive: Bool
-    private let overridden = Atomic<Bool>(false)
-    private let override = Mutex<Identity?>(nil)
+    /// The latest unscoped change, as a +1 `Unmanaged<Override>`; each box keeps the earlier ones alive, so a
+    /// reader that loaded an older pointer can still read it while it holds the frame.
+    private let latestOverride = Atomic<UnsafeRawPointer?>(nil)
 
-    /// A frame for a synchronous scope on the current thread (mutable while active).
+    private final class Override {
+        let identity: Identity?
+        let previous: Override?
+
+        init(_ identity: Identity?, previous: Override?) {
+            self.identity = identity
+            self.previous = previous
+        }
+    }
+
+    /// A frame for a synchronous scope on the current thread (changeable while active).
     init(synchronous base: Identity?) {
         self.base = base
         self.owner = pthread_self()
         self.isActive = true
     }
 
-    /// A frame for an async scope (never mutable).
+    /// A frame for an async scope (never changes).
     init(asynchronous base: Identity?) {
         self.base = base
         self.owner = nil
         self.isActive = false
     }
 
+    deinit {
+        if let pointer = latestOverride.load(ordering: .acquiring) {
+            Unmanaged<Override>.fromOpaque(pointer).release()
+        }
+    }
+
     /// The identity code bound to this frame observes.
     var identity: Identity? {
-        if overridden.load(ordering: .acquiring) {
-            return override.withLock { $0 }
-        }
-        return base
+        guard let pointer = latestOverride.load(ordering: .acquiring) else { return base }
+        return Unmanaged<Override>.fromOpaque(pointer).takeUnretainedValue().identity
     }
 
     /// Whether the unscoped setter, called on this thread now, may change this frame.
@@ -52,10 +68,17 @@ final class IdentityFrame: @unchecked Sendable {
         return pthread_equal(owner, pthread_self()) != 0
     }
 
-    /// Records an unscoped change. Call only when ``acceptsUnscopedChange`` is true.
+    /// Records an unscoped change. Call only when ``acceptsUnscopedChange`` is true (so only the owner
+    /// thread ever writes).
     func setOverride(_ identity: Identity?) {
-        override.withLock { $0 = identity }
-        overridden.store(true, ordering: .releasing)
+        let previousPointer = latestOverride.load(ordering: .relaxed)
+        let previous = previousPointer.map { Unmanaged<Override>.fromOpaque($0).takeUnretainedValue() }
+        let box = Unmanaged.passRetained(Override(identity, previous: previous))
+        latestOverride.store(UnsafeRawPointer(box.toOpaque()), ordering: .releasing)
+        // The new box now owns the previous one; drop the frame's own +1 on it.
+        if let previousPointer {
+            Unmanaged<Override>.fromOpaque(previousPointer).release()
+        }
     }
 
     /// Ends the synchronous scope: later unscoped changes on this thread no longer reach this frame.

@@ -17,7 +17,7 @@ package enum RuntimeIssue: Sendable, Equatable, CustomStringConvertible {
 package enum RuntimeIssues {
     package typealias Sink = @Sendable (RuntimeIssue) -> Void
 
-    private static let sink = Mutex<Sink?>(nil)
+    private static let sink = LockedValue<Sink?>(nil)
 
     /// Installs `newSink` (nil: standard error) and returns the previous one.
     @discardableResult

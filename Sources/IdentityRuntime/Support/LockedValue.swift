@@ -1,0 +1,49 @@
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Musl)
+import Musl
+#elseif canImport(Darwin)
+import Darwin
+#endif
+
+/// A value behind a `pthread_mutex_t`: the project's one lock type, for every module of the package.
+///
+/// Why not `Synchronization.Mutex`: on Linux it parks threads with raw futex calls that ThreadSanitizer does
+/// not intercept, so under `--sanitize=thread` the state it protects is reported as racing whenever two
+/// threads contend. `pthread_mutex_lock` is intercepted, so this lock is both correct and visible to the
+/// sanitizer. Every pthread return code is checked.
+package final class LockedValue<Value> {
+    private let mutex: UnsafeMutablePointer<pthread_mutex_t>
+    private var value: Value
+
+    package init(_ value: Value) {
+        self.value = value
+        mutex = .allocate(capacity: 1)
+        mutex.initialize(to: pthread_mutex_t())
+        let status = pthread_mutex_init(mutex, nil)
+        precondition(status == 0, "pthread_mutex_init failed with \(status)")
+    }
+
+    deinit {
+        let status = pthread_mutex_destroy(mutex)
+        precondition(status == 0, "pthread_mutex_destroy failed with \(status)")
+        mutex.deinitialize(count: 1)
+        mutex.deallocate()
+    }
+
+    /// Runs `body` with exclusive access to the value; the lock is released on return and on throw.
+    package func withLock<Result, Failure: Error>(
+        _ body: (inout Value) throws(Failure) -> Result
+    ) throws(Failure) -> Result {
+        let lockStatus = pthread_mutex_lock(mutex)
+        precondition(lockStatus == 0, "pthread_mutex_lock failed with \(lockStatus)")
+        defer {
+            let unlockStatus = pthread_mutex_unlock(mutex)
+            precondition(unlockStatus == 0, "pthread_mutex_unlock failed with \(unlockStatus)")
+        }
+        return try body(&value)
+    }
+}
+
+// Safety: the value is only reached under the mutex.
+extension LockedValue: @unchecked Sendable where Value: Sendable {}
