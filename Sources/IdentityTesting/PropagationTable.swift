@@ -137,39 +137,29 @@ public enum PropagationTable {
                     }
                 }
             }),
-        PropagationCheck(
-            mechanism: "dispatch source handler, flow: .inherit", captured: "handler set (opt-in)",
-            expected: { $0 },
-            observe: { setter in
-                await collect(1) { report in
-                    let timer = SendableSource(serial.makeTimerSource())
-                    IdentityContext.withThreadIdentity(setter) {
-                        timer.source.setEventHandler(flow: .inherit) {
-                            report(current)
-                            timer.source.cancel()
-                        }
-                    }
-                    timer.source.schedule(deadline: .now())
-                    timer.source.resume()
-                }
-            }),
-        PropagationCheck(
-            mechanism: "dispatch source handler, not opted in (flow: .suppress)", captured: "nothing",
-            expected: { _ in nil },
-            observe: { setter in
-                await collect(1) { report in
-                    let timer = SendableSource(serial.makeTimerSource())
-                    IdentityContext.withThreadIdentity(setter) {
-                        timer.source.setEventHandler(flow: .suppress) {
-                            report(current)
-                            timer.source.cancel()
-                        }
-                    }
-                    timer.source.schedule(deadline: .now())
-                    timer.source.resume()
-                }
-            }),
+        sourceHandler("dispatch source handler, flow: .inherit", captured: "handler set (opt-in)", flow: .inherit),
+        sourceHandler("dispatch source handler, not opted in (flow: .suppress)", captured: "nothing", flow: .suppress),
     ]
+
+    /// A timer whose handler is set under the submitter's identity with `flow`, fired once.
+    static func sourceHandler(_ mechanism: String, captured: String, flow: IdentityFlow) -> PropagationCheck {
+        PropagationCheck(
+            mechanism: mechanism, captured: captured,
+            expected: { setter in flow == .suppress ? nil : setter },
+            observe: { setter in
+                await collect(1) { report in
+                    let timer = SendableSource(serial.makeTimerSource())
+                    IdentityContext.withThreadIdentity(setter) {
+                        timer.source.setEventHandler(flow: flow) {
+                            report(current)
+                            timer.source.cancel()
+                        }
+                    }
+                    timer.source.schedule(deadline: .now())
+                    timer.source.resume()
+                }
+            })
+    }
 
     // MARK: Operation queues
 

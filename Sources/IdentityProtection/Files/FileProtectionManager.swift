@@ -225,20 +225,8 @@ public final class FileProtectionManager: Sendable {
         }
         let owner = try owners.owner(path: path, info: info)
         guard lseek(fd, 0, SEEK_SET) == 0 else { throw POSIX.failure(path, "lseek") }
-        var output = try AtomicFile(replacing: copyPath, mode: mode)
-        do throws(ProtectionError) {
-            try owners.setOwner(owner, fd: output.fd, path: output.temporaryPath)
-            var source = FileDescriptorSource(fd: fd, path: path)
-            while true {
-                let piece = try source.read(upTo: 1 << 16)
-                try output.write(piece)
-                if piece.count < 1 << 16 { break }
-            }
-            try output.commit()
-        } catch {
-            output.discard()
-            throw error
-        }
+        var source = FileDescriptorSource(fd: fd, path: path)
+        try writePlaintext(from: &source, to: copyPath, mode: mode, owner: owner)
     }
 
     // MARK: Internals
@@ -282,13 +270,22 @@ public final class FileProtectionManager: Sendable {
         fd: Int32, path: String, header: EncryptedFileFormat.Header, to destination: String, mode: mode_t
     ) throws(ProtectionError) {
         var source = DecryptingSource(try decryptor(fd: fd, path: path, header: header))
+        try writePlaintext(from: &source, to: destination, mode: mode, owner: header.owner)
+    }
+
+    /// Copies everything `source` yields into `destination` atomically (temporary file, fsync, rename),
+    /// owned by `owner`; on any error the destination is left as it was.
+    private func writePlaintext(
+        from source: inout some PlaintextSource, to destination: String, mode: mode_t, owner: Identity?
+    ) throws(ProtectionError) {
+        let pieceSize = 1 << 16
         var output = try AtomicFile(replacing: destination, mode: mode)
         do throws(ProtectionError) {
-            try owners.setOwner(header.owner, fd: output.fd, path: output.temporaryPath)
+            try owners.setOwner(owner, fd: output.fd, path: output.temporaryPath)
             while true {
-                let piece = try source.read(upTo: 1 << 16)
+                let piece = try source.read(upTo: pieceSize)
                 try output.write(piece)
-                if piece.count < 1 << 16 { break }
+                if piece.count < pieceSize { break }
             }
             try output.commit()
         } catch {
