@@ -80,8 +80,9 @@ public enum IdentityContext {
     /// on this thread, and `nil` in a task that inherited none (a detached task, for example).
     public static var currentThreadIdentity: Identity? {
         if let frame { return frame.identity }
-        if isInsideTask { return nil }
-        return ThreadRootSlot.identity
+        // The root value is almost always nil; only then is the (costly) task check skipped.
+        guard let root = ThreadRootSlot.identity else { return nil }
+        return isInsideTask ? nil : root
     }
 
     /// Runs `operation` with `identity` as the thread identity, then restores the previous one.

@@ -122,7 +122,28 @@ public struct IdentityDispatchQueue: Sendable {
         execute work: () throws -> T
     ) rethrows -> T {
         let snapshot = IdentitySnapshot.capture(flow: flow)
+        if flags.isEmpty {
+            // `DispatchQueue.sync(execute: () -> Void)` is the overlay's direct path; its generic,
+            // rethrowing variants add a result box and an error trampoline per call.
+            return try syncReturning(snapshot, work, rescue: { throw $0 })
+        }
         return try underlying.sync(flags: flags) { try snapshot.run(work) }
+    }
+
+    private func syncReturning<T>(
+        _ snapshot: IdentitySnapshot, _ work: () throws -> T, rescue: (any Error) throws -> T
+    ) rethrows -> T {
+        var result: T?
+        var failure: (any Error)?
+        underlying.sync {
+            do {
+                result = try snapshot.run(work)
+            } catch {
+                failure = error
+            }
+        }
+        if let failure { return try rescue(failure) }
+        return result!
     }
 
     /// Runs a work item on the queue and waits for it; it runs under the identity captured at its creation.
