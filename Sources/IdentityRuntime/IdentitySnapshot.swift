@@ -39,4 +39,39 @@ public struct IdentitySnapshot: Sendable, Hashable {
     ) async rethrows -> R {
         try await IdentityContext.withThreadIdentity(identity, isolation: isolation, operation: body)
     }
+
+    /// A unit of work prepared for later execution under this snapshot: the one place where every wrapper's
+    /// asynchronous units are built, so strict mode and fault injection apply to all of them alike.
+    package struct PreparedUnit: Sendable {
+        /// Runs the work under the snapshot (with strict mode's checks when it was on at preparation).
+        package let run: @Sendable () -> Void
+        /// Strict mode's record of the unit, when strict mode was on.
+        package let tracker: UnitTracker?
+    }
+
+    /// Prepares `work` to run later under this snapshot.
+    package func prepare(
+        site: SubmitSite, runs: UnitTracker.Runs = .exactlyOnce, _ work: @escaping @Sendable () -> Void
+    ) -> PreparedUnit {
+        let (strict, fault) = DiagnosticsScope.current
+        guard strict || fault != .none else {
+            return PreparedUnit(run: { self.run(work) }, tracker: nil)
+        }
+        let tracker = strict ? UnitTracker(site: site, expected: identity, runs: runs) : nil
+        let body: @Sendable () -> Void = {
+            let scope = fault == .captureAtRun ? IdentitySnapshot.capture() : self
+            scope.run {
+                tracker?.checkEntry()
+                work()
+            }
+            if fault == .skipRestore, let identity = self.identity {
+                ThreadRootSlot.set(identity)
+            }
+        }
+        return PreparedUnit(
+            run: {
+                if let tracker { tracker.run(body) } else { body() }
+            },
+            tracker: tracker)
+    }
 }

@@ -135,7 +135,7 @@ struct ResolutionTests {
 
     @Test("the unscoped setter inside a task changes nothing and reports why")
     func unscopedSetterRefusedInTask() async {
-        let (observed, issues) = await capturingRuntimeIssues {
+        let (observed, issues) = await capturingRuntimeIssues(kinds: ["unscopedChangeInTask"]) {
             await IdentityContext.withThreadIdentity(Accounts.alice) { () async -> Identity? in
                 setUnscopedFromSynchronousCode(Accounts.bob)
                 return current
@@ -143,7 +143,7 @@ struct ResolutionTests {
         }
         #expect(observed == Accounts.alice)
         #expect(issues == [.unscopedChangeInTask(Accounts.bob)])
-        let (bare, bareIssues) = await capturingRuntimeIssues {
+        let (bare, bareIssues) = await capturingRuntimeIssues(kinds: ["unscopedChangeInTask"]) {
             setUnscopedFromSynchronousCode(Accounts.bob)
             return current
         }
@@ -151,7 +151,7 @@ struct ResolutionTests {
         #expect(bareIssues == [.unscopedChangeInTask(Accounts.bob)])
         #expect(RuntimeIssue.unscopedChangeInTask(nil).description.contains("withThreadIdentity"))
         // A synchronous scope inside a task is a scope of its own: the change lasts until it ends.
-        let (inSyncScope, syncIssues) = await capturingRuntimeIssues {
+        let (inSyncScope, syncIssues) = await capturingRuntimeIssues(kinds: ["unscopedChangeInTask"]) {
             let inside = IdentityContext.withThreadIdentity(Accounts.alice) {
                 setUnscopedFromSynchronousCode(Accounts.bob)
                 return current

@@ -42,11 +42,16 @@ func onRawThread<T: Sendable>(_ body: @escaping @Sendable () -> T) async -> T {
 
 var current: Identity? { IdentityContext.currentThreadIdentity }
 
-/// Collects runtime issues reported while `body` runs (the sink is process-wide: use in serialized suites).
-func capturingRuntimeIssues<R>(_ body: () async throws -> R) async rethrows -> (R, [RuntimeIssue]) {
+/// Collects the runtime issues of the kinds in `kinds` reported anywhere in the process while `body` runs
+/// (other suites run in parallel: pick kinds or sites only this test causes).
+func capturingRuntimeIssues<R>(
+    kinds: Set<String>, _ body: () async throws -> R
+) async rethrows -> (R, [RuntimeIssue]) {
     let issues = LockedValue<[RuntimeIssue]>([])
-    let previous = RuntimeIssues.setSink { issue in issues.withLock { $0.append(issue) } }
-    defer { RuntimeIssues.setSink(previous) }
+    let token = RuntimeIssues.addObserver { issue in
+        if kinds.contains(issue.kind) { issues.withLock { $0.append(issue) } }
+    }
+    defer { RuntimeIssues.removeObserver(token) }
     let result = try await body()
     return (result, issues.withLock { $0 })
 }

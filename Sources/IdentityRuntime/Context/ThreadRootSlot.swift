@@ -12,8 +12,38 @@ import Darwin
 /// Stored in a pthread-specific slot; the boxed value is released when the thread exits.
 enum ThreadRootSlot {
     private final class Box {
-        var identity: Identity?
-        init(_ identity: Identity?) { self.identity = identity }
+        var identity: Identity? {
+            didSet { ThreadRootSlot.record(self) }
+        }
+        let thread: String
+
+        init(_ identity: Identity?) {
+            self.identity = identity
+            self.thread = "\(pthread_self())"
+            ThreadRootSlot.record(self)
+        }
+
+        deinit {
+            // The thread is ending.
+            ThreadRootSlot.held.withLock { _ = $0.removeValue(forKey: ObjectIdentifier(self)) }
+            if let identity, IdentityStrictMode.isEnabled {
+                RuntimeIssues.report(.unscopedIdentityNotReset(thread: thread, identity: identity))
+            }
+        }
+    }
+
+    /// Every thread's non-nil root identity, for strict mode's report of identities never reset.
+    private static let held = LockedValue<[ObjectIdentifier: (thread: String, identity: Identity)]>([:])
+
+    private static func record(_ box: Box) {
+        let key = ObjectIdentifier(box)
+        let entry = box.identity.map { (thread: box.thread, identity: $0) }
+        held.withLock { $0[key] = entry }
+    }
+
+    /// The threads that currently hold a root identity, and the identity each holds.
+    static func heldIdentities() -> [(thread: String, identity: Identity)] {
+        held.withLock { Array($0.values) }
     }
 
     private static let key: pthread_key_t = {

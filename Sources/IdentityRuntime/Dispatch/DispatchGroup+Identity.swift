@@ -9,9 +9,11 @@ extension DispatchGroup {
         flags: DispatchWorkItemFlags = [],
         queue: IdentityDispatchQueue,
         flow: IdentityFlow = .inherit,
+        file: StaticString = #fileID,
+        line: UInt = #line,
         execute work: @escaping @Sendable () -> Void
     ) {
-        let snapshot = IdentitySnapshot.capture(flow: flow)
-        notify(qos: qos, flags: flags, queue: queue.underlying) { snapshot.run(work) }
+        let unit = IdentitySnapshot.capture(flow: flow).prepare(site: SubmitSite(fileID: file, line: line), work)
+        notify(qos: qos, flags: flags, queue: queue.underlying, execute: unit.run)
     }
 }

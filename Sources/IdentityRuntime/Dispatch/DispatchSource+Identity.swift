@@ -10,10 +10,13 @@ extension DispatchSourceProtocol {
         qos: DispatchQoS = .unspecified,
         flags: DispatchWorkItemFlags = [],
         flow: IdentityFlow,
+        file: StaticString = #fileID,
+        line: UInt = #line,
         handler: @escaping @Sendable () -> Void
     ) {
-        let snapshot = IdentitySnapshot.capture(flow: flow)
-        setEventHandler(qos: qos, flags: flags) { snapshot.run(handler) }
+        let unit = IdentitySnapshot.capture(flow: flow)
+            .prepare(site: SubmitSite(fileID: file, line: line), runs: .any, handler)
+        setEventHandler(qos: qos, flags: flags, handler: unit.run)
     }
 
     /// Sets the cancel handler under the identity `flow` gives it when it is set.
@@ -21,9 +24,12 @@ extension DispatchSourceProtocol {
         qos: DispatchQoS = .unspecified,
         flags: DispatchWorkItemFlags = [],
         flow: IdentityFlow,
+        file: StaticString = #fileID,
+        line: UInt = #line,
         handler: @escaping @Sendable () -> Void
     ) {
-        let snapshot = IdentitySnapshot.capture(flow: flow)
-        setCancelHandler(qos: qos, flags: flags) { snapshot.run(handler) }
+        let unit = IdentitySnapshot.capture(flow: flow)
+            .prepare(site: SubmitSite(fileID: file, line: line), runs: .any, handler)
+        setCancelHandler(qos: qos, flags: flags, handler: unit.run)
     }
 }

@@ -67,10 +67,12 @@ public struct IdentityDispatchQueue: Sendable {
         qos: DispatchQoS = .unspecified,
         flags: DispatchWorkItemFlags = [],
         flow: IdentityFlow = .inherit,
+        file: StaticString = #fileID,
+        line: UInt = #line,
         execute work: @escaping @Sendable () -> Void
     ) {
-        let snapshot = IdentitySnapshot.capture(flow: flow)
-        underlying.async(group: group, qos: qos, flags: flags) { snapshot.run(work) }
+        let unit = IdentitySnapshot.capture(flow: flow).prepare(site: SubmitSite(fileID: file, line: line), work)
+        underlying.async(group: group, qos: qos, flags: flags, execute: unit.run)
     }
 
     /// Submits `work` to run no earlier than `deadline`, under the identity `flow` gives it, captured now.
@@ -79,10 +81,12 @@ public struct IdentityDispatchQueue: Sendable {
         qos: DispatchQoS = .unspecified,
         flags: DispatchWorkItemFlags = [],
         flow: IdentityFlow = .inherit,
+        file: StaticString = #fileID,
+        line: UInt = #line,
         execute work: @escaping @Sendable () -> Void
     ) {
-        let snapshot = IdentitySnapshot.capture(flow: flow)
-        underlying.asyncAfter(deadline: deadline, qos: qos, flags: flags) { snapshot.run(work) }
+        let unit = IdentitySnapshot.capture(flow: flow).prepare(site: SubmitSite(fileID: file, line: line), work)
+        underlying.asyncAfter(deadline: deadline, qos: qos, flags: flags, execute: unit.run)
     }
 
     /// Submits `work` to run no earlier than the wall-clock `wallDeadline`, under the identity `flow` gives
@@ -92,10 +96,12 @@ public struct IdentityDispatchQueue: Sendable {
         qos: DispatchQoS = .unspecified,
         flags: DispatchWorkItemFlags = [],
         flow: IdentityFlow = .inherit,
+        file: StaticString = #fileID,
+        line: UInt = #line,
         execute work: @escaping @Sendable () -> Void
     ) {
-        let snapshot = IdentitySnapshot.capture(flow: flow)
-        underlying.asyncAfter(wallDeadline: wallDeadline, qos: qos, flags: flags) { snapshot.run(work) }
+        let unit = IdentitySnapshot.capture(flow: flow).prepare(site: SubmitSite(fileID: file, line: line), work)
+        underlying.asyncAfter(wallDeadline: wallDeadline, qos: qos, flags: flags, execute: unit.run)
     }
 
     /// Submits a work item; it runs under the identity captured when the item was created.

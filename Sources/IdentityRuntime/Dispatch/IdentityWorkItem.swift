@@ -17,16 +17,22 @@ public final class IdentityWorkItem: @unchecked Sendable {
     /// The identity captured at creation.
     public let snapshot: IdentitySnapshot
 
+    private let tracker: UnitTracker?
+
     /// Creates a work item capturing the identity `flow` gives it now.
     public init(
         qos: DispatchQoS = .unspecified,
         flags: DispatchWorkItemFlags = [],
         flow: IdentityFlow = .inherit,
+        file: StaticString = #fileID,
+        line: UInt = #line,
         block: @escaping @Sendable () -> Void
     ) {
         let snapshot = IdentitySnapshot.capture(flow: flow)
+        let unit = snapshot.prepare(site: SubmitSite(fileID: file, line: line), runs: .atLeastOnce, block)
         self.snapshot = snapshot
-        self.dispatchWorkItem = DispatchWorkItem(qos: qos, flags: flags) { snapshot.run(block) }
+        self.tracker = unit.tracker
+        self.dispatchWorkItem = DispatchWorkItem(qos: qos, flags: flags, block: unit.run)
     }
 
     /// Runs the item on the current thread, under the identity captured at creation.
@@ -56,14 +62,17 @@ public final class IdentityWorkItem: @unchecked Sendable {
         flags: DispatchWorkItemFlags = [],
         queue: IdentityDispatchQueue,
         flow: IdentityFlow = .inherit,
+        file: StaticString = #fileID,
+        line: UInt = #line,
         execute: @escaping @Sendable () -> Void
     ) {
-        let notifier = IdentitySnapshot.capture(flow: flow)
-        dispatchWorkItem.notify(qos: qos, flags: flags, queue: queue.underlying) { notifier.run(execute) }
+        let unit = IdentitySnapshot.capture(flow: flow).prepare(site: SubmitSite(fileID: file, line: line), execute)
+        dispatchWorkItem.notify(qos: qos, flags: flags, queue: queue.underlying, execute: unit.run)
     }
 
     /// Cancels the item if it has not started.
     public func cancel() {
+        tracker?.markCancelled()
         dispatchWorkItem.cancel()
     }
 

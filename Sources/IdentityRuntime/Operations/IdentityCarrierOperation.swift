@@ -8,11 +8,17 @@ import Foundation
 final class IdentityCarrierOperation: Operation, @unchecked Sendable {
     // Safety: both properties are immutable after init; Operation's own state is thread-safe.
     let carried: Operation
-    private let snapshot: IdentitySnapshot
+    /// Starts the carried operation under the identity captured at enqueue.
+    private let unit: IdentitySnapshot.PreparedUnit
 
-    init(carrying operation: Operation, snapshot: IdentitySnapshot) {
+    init(carrying operation: Operation, snapshot: IdentitySnapshot, site: SubmitSite) {
         self.carried = operation
-        self.snapshot = snapshot
+        let handed = UncheckedOperation(operation)
+        self.unit = snapshot.prepare(site: site) {
+            if !handed.operation.isFinished {
+                handed.operation.start()
+            }
+        }
         super.init()
         for dependency in operation.dependencies {
             addDependency(dependency)
@@ -24,11 +30,7 @@ final class IdentityCarrierOperation: Operation, @unchecked Sendable {
 
     override func main() {
         waitUntilCarriedIsReady()
-        snapshot.run {
-            if !carried.isFinished {
-                carried.start()
-            }
-        }
+        unit.run()
         if carried.isAsynchronous {
             carried.waitUntilFinished()
         }
@@ -54,5 +56,29 @@ final class IdentityCarrierOperation: Operation, @unchecked Sendable {
     /// carried operation gets the chance to finish as cancelled (its dependents and waiters rely on that).
     override func cancel() {
         carried.cancel()
+    }
+}
+
+/// An operation handed to a unit that runs on another thread; Foundation's `Operation` is thread-safe but
+/// not marked `Sendable` in every overlay.
+struct UncheckedOperation: @unchecked Sendable {
+    let operation: Operation
+    init(_ operation: Operation) { self.operation = operation }
+}
+
+/// A block operation whose single block is a prepared unit; cancelling it tells strict mode that the unit
+/// is not run on purpose.
+final class IdentityBlockOperation: BlockOperation, @unchecked Sendable {
+    private let tracker: UnitTracker?
+
+    init(_ unit: IdentitySnapshot.PreparedUnit) {
+        self.tracker = unit.tracker
+        super.init()
+        addExecutionBlock(unit.run)
+    }
+
+    override func cancel() {
+        tracker?.markCancelled()
+        super.cancel()
     }
 }

@@ -25,54 +25,53 @@ import Foundation
 open class IdentityOperationQueue: OperationQueue, @unchecked Sendable {
     /// Enqueues `operation`; it runs under the enqueuer's thread identity, captured now.
     open override func addOperation(_ operation: Operation) {
-        super.addOperation(Self.carrier(for: operation, flow: .inherit))
+        super.addOperation(Self.carrier(for: operation, snapshot: IdentitySnapshot.capture(), site: .unknown))
     }
 
     /// Enqueues `operation` under the identity `flow` gives it, captured now.
-    open func addOperation(flow: IdentityFlow, _ operation: Operation) {
-        super.addOperation(Self.carrier(for: operation, flow: flow))
+    open func addOperation(
+        flow: IdentityFlow, file: StaticString = #fileID, line: UInt = #line, _ operation: Operation
+    ) {
+        super.addOperation(Self.carrier(
+            for: operation, snapshot: IdentitySnapshot.capture(flow: flow), site: SubmitSite(fileID: file, line: line)))
     }
 
     /// Enqueues a block; it runs under the enqueuer's thread identity, captured now.
     open override func addOperation(_ block: @escaping @Sendable () -> Void) {
-        addOperation(flow: .inherit, block)
+        enqueueBlock(IdentitySnapshot.capture(), site: .unknown, block)
     }
 
     /// Enqueues a block under the identity `flow` gives it, captured now.
-    open func addOperation(flow: IdentityFlow, _ block: @escaping @Sendable () -> Void) {
-        super.addOperation(Self.blockOperation(flow: flow, block, queueQoS: qualityOfService))
+    open func addOperation(
+        flow: IdentityFlow, file: StaticString = #fileID, line: UInt = #line, _ block: @escaping @Sendable () -> Void
+    ) {
+        enqueueBlock(IdentitySnapshot.capture(flow: flow), site: SubmitSite(fileID: file, line: line), block)
     }
 
     /// Enqueues `operations`, each under the enqueuer's thread identity captured now, and optionally waits
     /// until all of them have finished.
     open override func addOperations(_ operations: [Operation], waitUntilFinished wait: Bool) {
         let snapshot = IdentitySnapshot.capture()
-        super.addOperations(operations.map { Self.carrier(for: $0, snapshot: snapshot) }, waitUntilFinished: wait)
+        super.addOperations(
+            operations.map { Self.carrier(for: $0, snapshot: snapshot, site: .unknown) }, waitUntilFinished: wait)
     }
 
     /// Enqueues a barrier block: it runs after every operation enqueued before it, under the enqueuer's
     /// thread identity captured now, and operations enqueued after it wait for it.
     open override func addBarrierBlock(_ barrier: @escaping @Sendable () -> Void) {
-        let snapshot = IdentitySnapshot.capture()
-        super.addBarrierBlock { snapshot.run(barrier) }
+        super.addBarrierBlock(IdentitySnapshot.capture().prepare(site: .unknown, barrier).run)
     }
 
     // MARK: Wrapping
 
-    private static func carrier(for operation: Operation, flow: IdentityFlow) -> Operation {
-        carrier(for: operation, snapshot: IdentitySnapshot.capture(flow: flow))
+    private static func carrier(for operation: Operation, snapshot: IdentitySnapshot, site: SubmitSite) -> Operation {
+        IdentityCarrierOperation(carrying: operation, snapshot: snapshot, site: site)
     }
 
-    private static func carrier(for operation: Operation, snapshot: IdentitySnapshot) -> Operation {
-        IdentityCarrierOperation(carrying: operation, snapshot: snapshot)
-    }
-
-    private static func blockOperation(
-        flow: IdentityFlow, _ block: @escaping @Sendable () -> Void, queueQoS: QualityOfService
-    ) -> BlockOperation {
-        let snapshot = IdentitySnapshot.capture(flow: flow)
-        let operation = BlockOperation { snapshot.run(block) }
-        operation.qualityOfService = queueQoS
-        return operation
+    private func enqueueBlock(_ snapshot: IdentitySnapshot, site: SubmitSite, _ block: @escaping @Sendable () -> Void) {
+        let unit = snapshot.prepare(site: site, block)
+        let operation = IdentityBlockOperation(unit)
+        operation.qualityOfService = qualityOfService
+        super.addOperation(operation)
     }
 }

@@ -1,0 +1,63 @@
+import Synchronization
+
+/// Deliberately broken wrapper behaviour, for proving that the harness and strict mode catch it. Never set
+/// outside tests and the harness's self-check.
+package enum FaultInjection: UInt8, Sendable, CaseIterable {
+    /// No fault.
+    case none = 0
+    /// Units leave their identity on the worker thread when they end (the restore is skipped).
+    case skipRestore = 1
+    /// Units capture the identity when they start running instead of at submission.
+    case captureAtRun = 2
+
+    private static let current = Atomic<UInt8>(0)
+
+    /// The fault every unit in the process gets (the harness's self-check).
+    package static var processWide: FaultInjection {
+        get { FaultInjection(rawValue: current.load(ordering: .relaxed)) ?? .none }
+        set { current.store(newValue.rawValue, ordering: .relaxed) }
+    }
+
+    /// Runs `operation` so that the units it submits get `fault`; the rest of the process is unaffected.
+    package static func inject<R>(_ fault: FaultInjection, _ operation: () throws -> R) rethrows -> R {
+        try DiagnosticsScope.with(fault: fault, operation)
+    }
+}
+
+/// Strict mode and fault injection limited to the units one piece of code submits: task-locals, read only
+/// while some scope is active anywhere (one relaxed atomic load otherwise).
+enum DiagnosticsScope {
+    @TaskLocal static var strict = false
+    @TaskLocal static var fault = FaultInjection.none
+    private static let activeScopes = Atomic<Int>(0)
+
+    /// What a unit prepared now gets: strict checks, and which fault.
+    static var current: (strict: Bool, fault: FaultInjection) {
+        var strict = IdentityStrictMode.isEnabled
+        var fault = FaultInjection.processWide
+        if activeScopes.load(ordering: .relaxed) > 0 {
+            strict = strict || Self.strict
+            if Self.fault != .none { fault = Self.fault }
+        }
+        return (strict, fault)
+    }
+
+    static func with<R>(strict: Bool = false, fault: FaultInjection = .none, _ operation: () throws -> R) rethrows -> R {
+        activeScopes.add(1, ordering: .relaxed)
+        defer { activeScopes.subtract(1, ordering: .relaxed) }
+        return try $strict.withValue(strict || Self.strict) {
+            try $fault.withValue(fault == .none ? Self.fault : fault, operation: operation)
+        }
+    }
+
+    static func with<R>(
+        strict: Bool = false, fault: FaultInjection = .none,
+        isolation: isolated (any Actor)?, _ operation: () async throws -> R
+    ) async rethrows -> R {
+        activeScopes.add(1, ordering: .relaxed)
+        defer { activeScopes.subtract(1, ordering: .relaxed) }
+        return try await $strict.withValue(strict || Self.strict) {
+            try await $fault.withValue(fault == .none ? Self.fault : fault, operation: operation, isolation: isolation)
+        }
+    }
+}

@@ -1,0 +1,118 @@
+/// Where a unit of work was submitted: `#fileID` and `#line` of the submitting call.
+public struct SubmitSite: Sendable, Equatable, CustomStringConvertible {
+    public let fileID: StaticString
+    public let line: UInt
+
+    public init(fileID: StaticString = #fileID, line: UInt = #line) {
+        self.fileID = fileID
+        self.line = line
+    }
+
+    /// A site for submissions through APIs that cannot take a call site (overridden Foundation methods).
+    public static let unknown = SubmitSite(fileID: "<unknown>", line: 0)
+
+    public var description: String { "\(fileID):\(line)" }
+
+    public static func == (lhs: SubmitSite, rhs: SubmitSite) -> Bool {
+        lhs.line == rhs.line && lhs.fileID.description == rhs.fileID.description
+    }
+}
+
+/// Something a program did with identities that the runtime refused or that cannot be right.
+///
+/// The runtime always reports ``unscopedChangeInTask(_:)``; the other issues are found by strict mode
+/// (``IdentityStrictMode``).
+public enum RuntimeIssue: Sendable, Equatable, CustomStringConvertible {
+    /// `setCurrentThreadIdentity(_:)` was called in a Swift task outside any synchronous scope.
+    case unscopedChangeInTask(Identity?)
+    /// A unit observed another thread identity at entry than the one captured for it at submission.
+    case misattributed(site: SubmitSite, expected: Identity?, observed: Identity?)
+    /// When a unit ended, the worker thread's identity was not what it was before the unit.
+    case identityLeaked(site: SubmitSite, before: Identity?, after: Identity?)
+    /// A unit was released without ever running (a work item never performed, a block never called).
+    case unitNeverRan(site: SubmitSite)
+    /// A unit that must run once ran again.
+    case unitRanTwice(site: SubmitSite)
+    /// A completion handler was called again after it had answered; the later answer was ignored.
+    case completionCalledTwice(site: SubmitSite, detail: String)
+    /// A thread ended (or the process exited) with an identity set by the unscoped setter outside any scope.
+    case unscopedIdentityNotReset(thread: String, identity: Identity)
+
+    /// A stable name for the kind of issue, for counting and filtering.
+    public var kind: String {
+        switch self {
+        case .unscopedChangeInTask: return "unscopedChangeInTask"
+        case .misattributed: return "misattributed"
+        case .identityLeaked: return "identityLeaked"
+        case .unitNeverRan: return "unitNeverRan"
+        case .unitRanTwice: return "unitRanTwice"
+        case .completionCalledTwice: return "completionCalledTwice"
+        case .unscopedIdentityNotReset: return "unscopedIdentityNotReset"
+        }
+    }
+
+    public var description: String {
+        func show(_ identity: Identity?) -> String { identity.map { String(reflecting: $0.name) } ?? "nil" }
+        switch self {
+        case let .unscopedChangeInTask(identity):
+            return "setCurrentThreadIdentity(\(show(identity))) was called inside a Swift task outside any synchronous scope and changed nothing; use IdentityContext.withThreadIdentity(_:operation:) in async code"
+        case let .misattributed(site, expected, observed):
+            return "unit submitted at \(site) observed identity \(show(observed)) instead of \(show(expected))"
+        case let .identityLeaked(site, before, after):
+            return "unit submitted at \(site) left its worker thread with identity \(show(after)) (was \(show(before)))"
+        case let .unitNeverRan(site):
+            return "unit submitted at \(site) was released without running"
+        case let .unitRanTwice(site):
+            return "unit submitted at \(site) ran more than once"
+        case let .completionCalledTwice(site, detail):
+            return "completion handler created at \(site) was called again and ignored: \(detail)"
+        case let .unscopedIdentityNotReset(thread, identity):
+            return "thread \(thread) still had identity \(show(identity)) from setCurrentThreadIdentity outside any scope; set it back to nil when done"
+        }
+    }
+}
+
+/// Where runtime issues go: the handler set with ``IdentityStrictMode/setReportHandler(_:)`` (default:
+/// standard error), plus every observer a test has added.
+package enum RuntimeIssues {
+    package typealias Sink = @Sendable (RuntimeIssue) -> Void
+
+    private struct Sinks {
+        var handler: Sink?
+        var observers: [Int: Sink] = [:]
+        var nextToken = 0
+    }
+
+    private static let sinks = LockedValue(Sinks())
+
+    /// Replaces the handler (nil: standard error).
+    package static func setHandler(_ handler: Sink?) {
+        sinks.withLock { $0.handler = handler }
+    }
+
+    /// Adds an observer that sees every report until removed; returns its token.
+    package static func addObserver(_ observer: @escaping Sink) -> Int {
+        sinks.withLock { sinks in
+            sinks.nextToken += 1
+            sinks.observers[sinks.nextToken] = observer
+            return sinks.nextToken
+        }
+    }
+
+    package static func removeObserver(_ token: Int) {
+        sinks.withLock { _ = $0.observers.removeValue(forKey: token) }
+    }
+
+    package static func report(_ issue: RuntimeIssue) {
+        let (handler, observers) = sinks.withLock { ($0.handler, Array($0.observers.values)) }
+        if let handler {
+            handler(issue)
+        } else {
+            StandardError.write("identity runtime issue: \(issue)\n")
+        }
+        for observer in observers { observer(issue) }
+        if IdentityStrictMode.isFatal {
+            fatalError("identity strict mode: \(issue)")
+        }
+    }
+}
