@@ -17,15 +17,7 @@ struct StrictModeTests {
         ) {
             await body()
         }
-        return issues.filter { issue in
-            switch issue {
-            case let .misattributed(site, _, _), let .identityLeaked(site, _, _),
-                 let .unitNeverRan(site), let .unitRanTwice(site):
-                return site.fileID.description == Self.file
-            default:
-                return false
-            }
-        }
+        return issues.filter { $0.site?.fileID.description == Self.file }
     }
 
     let queue = IdentityDispatchQueue(label: "strict", attributes: .concurrent)

@@ -38,6 +38,17 @@ public enum RuntimeIssue: Sendable, Equatable, CustomStringConvertible {
     /// A thread ended (or the process exited) with an identity set by the unscoped setter outside any scope.
     case unscopedIdentityNotReset(thread: String, identity: Identity)
 
+    /// Where the unit concerned was submitted, for the issues that concern one unit.
+    public var site: SubmitSite? {
+        switch self {
+        case let .misattributed(site, _, _), let .identityLeaked(site, _, _), let .unitNeverRan(site),
+             let .unitRanTwice(site), let .completionCalledTwice(site, _):
+            return site
+        case .unscopedChangeInTask, .unscopedIdentityNotReset:
+            return nil
+        }
+    }
+
     /// A stable name for the kind of issue, for counting and filtering.
     public var kind: String {
         switch self {
