@@ -9,6 +9,8 @@ import IdentityTesting
 /// - `verify` (the default): runs every row of the propagation table (DESIGN §3) for the submitter
 ///   identities `nil`, `""` and a named account, prints expected vs observed per row, and exits 1 on any
 ///   mismatch (2 if a row never completes).
+/// - `stress`: seeded random programs over every mechanism, checked unit by unit; `soak`: the same, longer,
+///   watching resident memory.
 /// - `bench`: raw primitive vs identity-carrying wrapper pairs, interleaved, median ratio wrapped/raw.
 @main
 struct IdentityHarness {
@@ -18,6 +20,15 @@ struct IdentityHarness {
         switch command {
         case "verify":
             exit(await VerifyCommand.run() ? 0 : 1)
+        case "stress":
+            guard let options = StressCommand.parse(arguments, defaults: .init()) else { exit(64) }
+            exit(StressCommand.run(options) ? 0 : 1)
+        case "soak":
+            var defaults = StressCommand.Options()
+            defaults.duration = 600
+            defaults.memory = true
+            guard let options = StressCommand.parse(arguments, defaults: defaults) else { exit(64) }
+            exit(StressCommand.run(options) ? 0 : 1)
         case "bench":
             exit(BenchCommand.run(arguments: arguments) ? 0 : 1)
         case "help", "--help", "-h":
@@ -29,8 +40,12 @@ struct IdentityHarness {
     }
 
     static let usage = """
-        usage: identity-harness [verify | bench [--rounds N] [--scale X]]
+        usage: identity-harness [verify | stress OPTIONS | soak OPTIONS | bench [--rounds N] [--scale X]]
           verify   run every row of the propagation table live; exit 1 on any mismatch
+          stress   random programs mixing every mechanism; exit 1 on any misattribution or leak
+                   --seed N (1) --duration S (10) --identities K (64) --depth D (12) --in-flight N (64)
+                   --fault none|skip-restore|capture-at-run (self-check: must then fail)
+          soak     stress for 600 s by default, also reporting resident memory growth per million units
           bench    raw vs identity-carrying primitives, interleaved, median ratio and spread
                    (use: swift run -c release identity-harness bench)
         """

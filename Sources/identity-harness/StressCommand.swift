@@ -1,0 +1,331 @@
+import Dispatch
+import Foundation
+import IdentityRuntime
+import IdentityTesting
+import Synchronization
+
+/// `identity-harness stress` and `soak`: random programs that hand work from mechanism to mechanism, every
+/// unit checking the identity it observes against the one the program says it must see.
+///
+/// A program is a chain of `depth` hops; each hop is a mechanism (queue async/sync/asyncAfter/barrier,
+/// group notify, work item, operation with a dependency, cancelled operation, Task, task group, actor hop,
+/// detached task with a snapshot) plus, sometimes, an identity change inside the unit (scoped or unscoped)
+/// or a thrown error. Chains are generated from the seed alone, so the same seed gives the same programs.
+/// Raw probe blocks on the same queues check that no identity is left on worker threads.
+enum StressCommand {
+    struct Options {
+        var seed: UInt64 = 1
+        var duration: Double = 10
+        var identities = 64
+        var depth = 12
+        var inFlight = 64
+        var memory = false
+        var fault = FaultInjection.none
+    }
+
+    enum Mechanism: String, CaseIterable {
+        case async, sync, asyncAfter, barrier, groupNotify, workItem, operation, cancelledOperation
+        case task, taskGroup, actorHop, detachedSnapshot
+    }
+
+    enum Twist: CaseIterable {
+        case none, scopedOverride, unscopedOverride, thrownError
+    }
+
+    static func parse(_ arguments: ArraySlice<String>, defaults: Options) -> Options? {
+        var options = defaults
+        var arguments = arguments
+        while let flag = arguments.popFirst() {
+            guard let value = arguments.popFirst() else {
+                FileHandle.standardError.write(Data("\(flag) needs a value\n".utf8))
+                return nil
+            }
+            switch flag {
+            case "--seed": options.seed = UInt64(value) ?? options.seed
+            case "--duration": options.duration = Double(value) ?? options.duration
+            case "--identities": options.identities = max(1, Int(value) ?? options.identities)
+            case "--depth": options.depth = max(1, Int(value) ?? options.depth)
+            case "--in-flight": options.inFlight = max(1, Int(value) ?? options.inFlight)
+            case "--fault":
+                guard let fault = ["none": FaultInjection.none, "skip-restore": .skipRestore, "capture-at-run": .captureAtRun][value] else {
+                    FileHandle.standardError.write(Data("--fault: none, skip-restore or capture-at-run\n".utf8))
+                    return nil
+                }
+                options.fault = fault
+            default:
+                FileHandle.standardError.write(Data("unknown option \(flag)\n".utf8))
+                return nil
+            }
+        }
+        return options
+    }
+
+    /// Runs until the duration has passed; returns whether there were no violations.
+    static func run(_ options: Options) -> Bool {
+        FaultInjection.processWide = options.fault
+        let world = World(options: options)
+        print("stress: seed \(options.seed), \(options.identities) identities, depth \(options.depth), "
+              + "\(options.inFlight) chains in flight, \(Int(options.duration)) s"
+              + (options.fault == .none ? "" : ", injected fault \(options.fault)"))
+        let start = DispatchTime.now().uptimeNanoseconds
+        let deadline = start + UInt64(options.duration * 1e9)
+        let baselineMemory = residentBytes()
+        var lastReport = start
+        for _ in 0..<options.inFlight { world.startChain(deadline: deadline) }
+        while world.chainsInFlight.load(ordering: .acquiring) > 0 {
+            Thread.sleep(forTimeInterval: 0.05)
+            let now = DispatchTime.now().uptimeNanoseconds
+            if now - lastReport >= 1_000_000_000 {
+                lastReport = now
+                let units = world.totalUnits
+                let seconds = Double(now - start) / 1e9
+                var line = String(format: "  %5.1f s  %10d units  %9.0f units/s  %d violations",
+                                  seconds, units, Double(units) / seconds, world.totalViolations)
+                if options.memory {
+                    line += String(format: "  rss %.1f MiB", Double(residentBytes()) / 1_048_576)
+                }
+                print(line)
+            }
+        }
+        world.probeAllQueues()
+        let elapsed = Double(DispatchTime.now().uptimeNanoseconds - start) / 1e9
+        FaultInjection.processWide = .none
+        return world.report(elapsed: elapsed, memoryGrowth: options.memory ? residentBytes() - baselineMemory : nil)
+    }
+
+    static func residentBytes() -> Int {
+        guard let statm = try? String(contentsOfFile: "/proc/self/statm", encoding: .utf8),
+              let pages = statm.split(separator: " ").dropFirst().first.flatMap({ Int($0) }) else { return 0 }
+        return pages * Int(sysconf(Int32(_SC_PAGESIZE)))
+    }
+}
+
+/// A small, seedable generator (SplitMix64): the same seed gives the same programs on every machine.
+struct SplitMix64: RandomNumberGenerator {
+    private var state: UInt64
+    init(seed: UInt64) { state = seed }
+    mutating func next() -> UInt64 {
+        state &+= 0x9E37_79B9_7F4A_7C15
+        var z = state
+        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
+        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
+        return z ^ (z >> 31)
+    }
+}
+
+/// Counters per mechanism and the queues every program shares.
+final class World: Sendable {
+    typealias Mechanism = StressCommand.Mechanism
+
+    let options: StressCommandOptionsBox
+    let identities: [Identity?]
+    let serial = IdentityDispatchQueue(label: "stress.serial")
+    let concurrent = IdentityDispatchQueue(label: "stress.concurrent", attributes: .concurrent)
+    /// `sync` hops get a concurrent queue that never runs barriers: nested `sync` on it cannot deadlock.
+    let syncTarget = IdentityDispatchQueue(label: "stress.sync", attributes: .concurrent)
+    let operations: IdentityOperationQueue
+    let chainsInFlight = Atomic<Int>(0)
+    private let nextChain = Atomic<UInt64>(0)
+    private let units: [Counter]
+    private let misattributions: [Counter]
+    private let leaks = Atomic<Int>(0)
+    private let probes = Atomic<Int>(0)
+
+    init(options: StressCommand.Options) {
+        self.options = StressCommandOptionsBox(options)
+        var identities: [Identity?] = [nil, .unmanaged]
+        identities += (0..<options.identities).map { Identity("stress\($0)@tenant\($0 % 7).example") }
+        self.identities = identities
+        let operations = IdentityOperationQueue()
+        operations.maxConcurrentOperationCount = 8
+        self.operations = operations
+        units = Mechanism.allCases.map { _ in Counter() }
+        misattributions = Mechanism.allCases.map { _ in Counter() }
+    }
+
+    var totalUnits: Int { units.reduce(0) { $0 + $1.value } }
+    var totalViolations: Int {
+        misattributions.reduce(0) { $0 + $1.value } + leaks.load(ordering: .relaxed)
+    }
+
+    /// Starts the next chain of the seed's sequence unless the deadline has passed.
+    func startChain(deadline: UInt64) {
+        guard DispatchTime.now().uptimeNanoseconds < deadline else { return }
+        chainsInFlight.add(1, ordering: .relaxed)
+        let index = nextChain.add(1, ordering: .relaxed).oldValue
+        var generator = SplitMix64(seed: options.value.seed &* 0x1_0000_0001 &+ index)
+        let identity = identities[Int(generator.next() % UInt64(identities.count))]
+        let hops = (0..<options.value.depth).map { _ in
+            Hop(mechanism: Mechanism.allCases[Int(generator.next() % UInt64(Mechanism.allCases.count))],
+                twist: StressCommand.Twist.allCases[Int(generator.next() % 8) < 5 ? 0 : Int(generator.next() % 4)],
+                other: identities[Int(generator.next() % UInt64(identities.count))])
+        }
+        IdentityContext.withThreadIdentity(identity) {
+            run(hops[...], expected: identity) { [self] in
+                chainsInFlight.subtract(1, ordering: .releasing)
+                startChain(deadline: deadline)
+            }
+        }
+    }
+
+    struct Hop: Sendable {
+        let mechanism: Mechanism
+        let twist: StressCommand.Twist
+        let other: Identity?
+    }
+
+    /// Runs the first hop of `hops` from the current context, which must have `expected` as its identity.
+    func run(_ hops: ArraySlice<Hop>, expected: Identity?, done: @escaping @Sendable () -> Void) {
+        guard let hop = hops.first else { return done() }
+        let rest = hops.dropFirst()
+        let index = Mechanism.allCases.firstIndex(of: hop.mechanism)!
+        /// The unit's body: check, then apply the twist and go on with the rest of the chain.
+        let unit: @Sendable () -> Void = { [self] in
+            check(expected, index)
+            switch hop.twist {
+            case .none:
+                run(rest, expected: expected, done: done)
+            case .scopedOverride:
+                IdentityContext.withThreadIdentity(hop.other) { run(rest, expected: hop.other, done: done) }
+                check(expected, index)
+            case .unscopedOverride:
+                if IdentityContext.isInsideTaskForHarness {
+                    run(rest, expected: expected, done: done)
+                } else {
+                    IdentityContext.setCurrentThreadIdentity(hop.other)
+                    run(rest, expected: hop.other, done: done)
+                }
+            case .thrownError:
+                do {
+                    try IdentityContext.withThreadIdentity(hop.other) {
+                        run(rest, expected: hop.other, done: done)
+                        throw CancellationError()
+                    }
+                } catch {
+                    check(expected, index)
+                }
+            }
+        }
+        switch hop.mechanism {
+        case .async:
+            concurrent.async(execute: unit)
+        case .sync:
+            serialProbeIfDue()
+            syncTarget.sync { unit() }
+        case .asyncAfter:
+            serial.asyncAfter(deadline: .now() + .microseconds(50), execute: unit)
+        case .barrier:
+            concurrent.async(flags: .barrier, execute: unit)
+        case .groupNotify:
+            let group = DispatchGroup()
+            IdentityContext.withThreadIdentity(hop.other) { concurrent.async(group: group) {} }
+            group.notify(queue: serial, execute: unit)
+        case .workItem:
+            let item = IdentityWorkItem(block: unit)
+            IdentityContext.withThreadIdentity(hop.other) { serial.async(execute: item) }
+        case .operation:
+            let first = BlockOperation {}
+            let second = BlockOperation(block: unit)
+            second.addDependency(first)
+            operations.addOperations([second, first], waitUntilFinished: false)
+        case .cancelledOperation:
+            let cancelled = CountingOperation()
+            let follower = BlockOperation(block: unit)
+            follower.addDependency(cancelled)
+            cancelled.cancel()
+            operations.addOperation(cancelled)
+            operations.addOperation(follower)
+        case .task:
+            Task { unit() }
+        case .taskGroup:
+            Task {
+                await withTaskGroup(of: Void.self) { group in group.addTask { unit() } }
+            }
+        case .actorHop:
+            Task { await HopTarget.shared.perform(unit) }
+        case .detachedSnapshot:
+            let snapshot = IdentitySnapshot.capture()
+            Task.detached { await snapshot.run { () async -> Void in unit() } }
+        }
+    }
+
+    private func check(_ expected: Identity?, _ index: Int) {
+        units[index].increment()
+        if IdentityContext.currentThreadIdentity != expected {
+            misattributions[index].increment()
+        }
+    }
+
+    private func serialProbeIfDue() {
+        guard probes.add(1, ordering: .relaxed).newValue % 16 == 0 else { return }
+        serial.underlying.async { [self] in
+            if IdentityContext.currentThreadIdentity != nil { leaks.add(1, ordering: .relaxed) }
+        }
+        concurrent.underlying.async { [self] in
+            if IdentityContext.currentThreadIdentity != nil { leaks.add(1, ordering: .relaxed) }
+        }
+    }
+
+    /// Raw blocks across every worker at the end.
+    func probeAllQueues() {
+        let found = IdentityLeakProbe.leftoverIdentitiesOnWorkers(probes: 512)
+        leaks.add(found.count, ordering: .relaxed)
+        serial.underlying.sync {
+            if IdentityContext.currentThreadIdentity != nil { leaks.add(1, ordering: .relaxed) }
+        }
+    }
+
+    /// Prints the table per mechanism; returns whether there were no violations.
+    func report(elapsed: Double, memoryGrowth: Int?) -> Bool {
+        print("mechanism            units        misattributed  units/s")
+        for (index, mechanism) in Mechanism.allCases.enumerated() {
+            let count = units[index].value
+            print(mechanism.rawValue.padding(toLength: 20, withPad: " ", startingAt: 0)
+                  + String(format: " %-12d %-14d %.0f", count, misattributions[index].value,
+                           Double(count) / elapsed))
+        }
+        let total = totalUnits
+        print(String(format: "total                %-12d %-14d %.0f", total, totalViolations - leaks.load(ordering: .relaxed),
+                     Double(total) / elapsed))
+        print("leaked identities on workers: \(leaks.load(ordering: .relaxed)) (from \(probes.load(ordering: .relaxed) / 16 * 2 + 513) raw probes)")
+        if let memoryGrowth {
+            let perMillion = total > 0 ? Double(memoryGrowth) / Double(total) * 1_000_000 : 0
+            print(String(format: "resident memory growth: %.1f MiB in all, %.2f MiB per million units",
+                         Double(memoryGrowth) / 1_048_576, perMillion / 1_048_576))
+        }
+        let violations = totalViolations
+        print(violations == 0 ? "0 violations" : "\(violations) VIOLATIONS")
+        return violations == 0
+    }
+}
+
+/// One relaxed atomic counter.
+final class Counter: Sendable {
+    private let storage = Atomic<Int>(0)
+    var value: Int { storage.load(ordering: .relaxed) }
+    func increment() { storage.add(1, ordering: .relaxed) }
+}
+
+/// Options are plain values; boxed so the world can share them across threads.
+struct StressCommandOptionsBox: @unchecked Sendable {
+    let value: StressCommand.Options
+    init(_ value: StressCommand.Options) { self.value = value }
+}
+
+/// An operation that must never run: it is cancelled before it starts.
+final class CountingOperation: Operation, @unchecked Sendable {
+    override func main() {
+        FileHandle.standardError.write(Data("a cancelled operation ran\n".utf8))
+    }
+}
+
+/// The actor hop of the stress programs.
+actor HopTarget {
+    static let shared = HopTarget()
+    func perform(_ work: @Sendable () -> Void) { work() }
+}
+
+extension IdentityContext {
+    /// Whether the caller runs inside a Swift task (the unscoped setter is not used there).
+    static var isInsideTaskForHarness: Bool { withUnsafeCurrentTask { $0 != nil } }
+}

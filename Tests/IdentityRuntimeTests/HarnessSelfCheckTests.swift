@@ -1,0 +1,50 @@
+import Foundation
+import Testing
+
+/// The harness must catch a broken wrapper within seconds. Faults are process-wide in the harness, so it
+/// runs as a child process (the `identity-harness` executable built next to this test bundle).
+@Suite("identity-harness stress catches injected faults, and passes without them")
+struct HarnessSelfCheckTests {
+    static var harness: URL? {
+        let directory = URL(fileURLWithPath: CommandLine.arguments[0]).deletingLastPathComponent()
+        let candidates = [directory, directory.deletingLastPathComponent()].map {
+            $0.appendingPathComponent("identity-harness")
+        }
+        return candidates.first { FileManager.default.isExecutableFile(atPath: $0.path) }
+    }
+
+    /// Runs the harness and returns its exit status and output.
+    static func runHarness(_ arguments: [String]) throws -> (status: Int32, output: String) {
+        guard let harness else { throw HarnessMissing() }
+        let process = Process()
+        process.executableURL = harness
+        process.arguments = arguments
+        let pipe = Pipe()
+        process.standardOutput = pipe
+        process.standardError = pipe
+        try process.run()
+        let output = pipe.fileHandleForReading.readDataToEndOfFile()
+        process.waitUntilExit()
+        return (process.terminationStatus, String(decoding: output, as: UTF8.self))
+    }
+
+    struct HarnessMissing: Error, CustomStringConvertible {
+        var description: String { "identity-harness was not built next to the test bundle" }
+    }
+
+    @Test("a clean run passes", .timeLimit(.minutes(1)))
+    func cleanRun() throws {
+        let (status, output) = try Self.runHarness(["stress", "--duration", "2", "--in-flight", "16", "--seed", "7"])
+        #expect(status == 0, "\(output)")
+        #expect(output.contains("0 violations"))
+    }
+
+    @Test("each injected fault is caught", .timeLimit(.minutes(1)),
+          arguments: ["capture-at-run", "skip-restore"])
+    func faultIsCaught(fault: String) throws {
+        let (status, output) = try Self.runHarness(
+            ["stress", "--duration", "2", "--in-flight", "16", "--seed", "7", "--fault", fault])
+        #expect(status == 1, "\(output)")
+        #expect(output.contains("VIOLATIONS"))
+    }
+}
