@@ -49,7 +49,7 @@ let package = Package(
         ),
         .testTarget(
             name: "IdentityProtectionTests",
-            dependencies: ["IdentityProtection", "IdentityRuntime"],
+            dependencies: ["IdentityProtection", "IdentityRuntime", "IdentityTesting"],
             swiftSettings: strictSettings
         ),
     ],

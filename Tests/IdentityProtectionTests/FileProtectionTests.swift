@@ -1,6 +1,7 @@
 import Foundation
 import IdentityProtection
 import IdentityRuntime
+import IdentityTesting
 import Testing
 
 @Suite("FileProtectionManager: owners and encryption at rest")
