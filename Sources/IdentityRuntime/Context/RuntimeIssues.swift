@@ -4,11 +4,16 @@ import Synchronization
 package enum RuntimeIssue: Sendable, Equatable, CustomStringConvertible {
     /// `setCurrentThreadIdentity(_:)` was called in a Swift task outside any synchronous scope.
     case unscopedChangeInTask(Identity?)
+    /// A completion handler handed to a delegate (`operation` names the call) was called more than once; every
+    /// call after the first was ignored.
+    case completionCalledMoreThanOnce(operation: String)
 
     package var description: String {
         switch self {
         case let .unscopedChangeInTask(identity):
             return "setCurrentThreadIdentity(\(identity.map { String(reflecting: $0.name) } ?? "nil")) was called inside a Swift task outside any synchronous scope and changed nothing; use IdentityContext.withThreadIdentity(_:operation:) in async code"
+        case let .completionCalledMoreThanOnce(operation):
+            return "the completion handler of \(operation) was called more than once; only the first answer counts, later ones were ignored"
         }
     }
 }
