@@ -31,10 +31,13 @@ extension PolicyManager {
     /// The `async` twin of ``setUIPolicyIdentity(_:for:completionQueue:completionHandler:)``: the same rules,
     /// returning the result.
     ///
-    /// The main-thread rule looks at the caller: call it from the main actor for it to apply. Cancelling the
-    /// calling task does not cancel the switch (a newer call does).
+    /// It runs on the caller's actor (`isolation`), so the main-thread rule looks at the caller: from the main
+    /// actor, a conflicting thread identity gives `.notAllowed`. Cancelling the calling task does not cancel
+    /// the switch (a newer call does).
     @discardableResult
-    public func setUIPolicyIdentity(_ identity: Identity?, for window: WindowID? = nil) async -> SwitchIdentityResult {
+    public func setUIPolicyIdentity(
+        _ identity: Identity?, for window: WindowID? = nil, isolation: isolated (any Actor)? = #isolation
+    ) async -> SwitchIdentityResult {
         let onMain = IdentityContext.isOnMainThread
         let thread = IdentityContext.currentThreadIdentity
         return await withCheckedContinuation { continuation in
