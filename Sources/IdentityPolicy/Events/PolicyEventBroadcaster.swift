@@ -47,9 +47,3 @@ final class PolicyEventBroadcaster: Sendable {
         }
     }
 }
-
-extension Notification.Name {
-    /// An enrollment operation finished. `userInfo["status"]`: the ``EnrollmentStatusCode`` raw value;
-    /// `userInfo["account"]`: the account.
-    public static let enrollmentStatusDidChange = Notification.Name("IdentityPolicy.enrollmentStatusDidChange")
-}

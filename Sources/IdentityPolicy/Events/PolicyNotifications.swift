@@ -11,6 +11,9 @@ extension Notification.Name {
     public static let uiIdentityDidChange = Notification.Name("IdentityPolicy.uiIdentityDidChange")
     /// The primary (enrolled, managed) user changed. `userInfo["account"]` (absent when there is none).
     public static let primaryUserDidChange = Notification.Name("IdentityPolicy.primaryUserDidChange")
+    /// An enrollment operation finished. `userInfo["status"]`: the ``EnrollmentStatusCode`` raw value;
+    /// `userInfo["account"]`: the account.
+    public static let enrollmentStatusDidChange = Notification.Name("IdentityPolicy.enrollmentStatusDidChange")
     /// The accounts allowed to enroll changed. `object`: the ``EnrollmentManager``.
     public static let allowedAccountsDidChange = Notification.Name("IdentityPolicy.allowedAccountsDidChange")
     /// The runtime needs the app to restart and the delegate did not handle it (see
