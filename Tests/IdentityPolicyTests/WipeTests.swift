@@ -132,3 +132,31 @@ struct WipeTests {
         #expect(try f.files.readFile(atPath: f.root + "/b.txt") == Data("b".utf8))
     }
 }
+
+@Suite("PolicyManager as the protection module's ManagedIdentityPolicy")
+struct ProtectionIntegrationTests {
+    @Test("the primary user's files are encrypted when its policy requires it; other accounts' are not")
+    func encryptionFollowsPolicy() async throws {
+        let directory = try TemporaryDirectory()
+        try FileManager.default.createDirectory(atPath: directory.file("root"), withIntermediateDirectories: true)
+        let keys = try FileKeyStore(directory: directory.file("keys"))
+        let source = StaticPolicySource([alice: Policy(identity: nil, isFileEncryptionRequired: true)])
+        let manager = PolicyManager(policySource: source)
+        manager.setPrimaryUser(alice)
+        let files = try FileProtectionManager(
+            roots: [directory.file("root")], keyStore: keys, policy: manager, stateDirectory: directory.file("state"))
+        manager.fileProtection = files
+        for identity in [alice, dave] {
+            try IdentityContext.withThreadIdentity(identity) {
+                try files.writeFile(atPath: directory.file("root/\(identity.name).txt"), contents: Data("x".utf8))
+            }
+        }
+        #expect(try files.isFileEncrypted(path: directory.file("root/alice@contoso.com.txt")))
+        #expect(try !files.isFileEncrypted(path: directory.file("root/dave@gmail.com.txt")))
+        source.setPolicy(Policy(identity: nil, isFileEncryptionRequired: false), for: alice)
+        #expect(!manager.isFileEncryptionRequired(for: alice))
+        let report = await manager.wipeData(forAccount: alice)
+        #expect(report.removedFiles.count == 1)
+        #expect(FileManager.default.fileExists(atPath: directory.file("root/dave@gmail.com.txt")))
+    }
+}
