@@ -6,7 +6,7 @@ import Testing
 
 @Suite("requestIdentitySwitch: runtime-initiated switch (DESIGN §4)")
 struct RequestIdentitySwitchTests {
-    func manager(timeout: TimeInterval = 10, delegate: ClosureDelegate?) -> PolicyManager {
+    func manager(timeout: TimeInterval = 600, delegate: ClosureDelegate?) -> PolicyManager {
         var settings = RuntimeSettings()
         settings.delegateTimeout = timeout
         let manager = makeManager(settings: settings)
@@ -82,9 +82,9 @@ struct RequestIdentitySwitchTests {
             DispatchQueue.global().async { answer(.failed) }
         })
         var result: SwitchIdentityResult?
-        let issues = await collectIssues(marker: marker) {
+        let issues = await collectIssues(marker: marker) { collected in
             result = await manager.requestIdentitySwitch(to: identity, reason: .openURL, window: "w")
-            try? await Task.sleep(for: .milliseconds(100))
+            _ = await eventually { collected.count >= 2 }
         }
         #expect(result == .canceled)
         #expect(manager.uiPolicyIdentity(for: "w") == nil)

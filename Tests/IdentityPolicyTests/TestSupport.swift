@@ -49,7 +49,7 @@ final class Gate: Sendable {
 }
 
 /// Polls `condition` every millisecond until it holds or `seconds` pass.
-func eventually(within seconds: Double = 10, _ condition: @Sendable () -> Bool) async -> Bool {
+func eventually(within seconds: Double = 60, _ condition: @Sendable () -> Bool) async -> Bool {
     let deadline = Date().addingTimeInterval(seconds)
     while Date() < deadline {
         if condition() { return true }
@@ -152,7 +152,7 @@ final class TemporaryDirectory: Sendable {
 
 /// Collects runtime issues while `body` runs. The sink is process-wide: only the `completionCalledMoreThanOnce`
 /// issues whose operation mentions `marker` are returned, and other issues are forwarded to the previous sink.
-func collectIssues(marker: String, _ body: () async throws -> Void) async rethrows -> [RuntimeIssue] {
+func collectIssues(marker: String, _ body: (Recorder<RuntimeIssue>) async throws -> Void) async rethrows -> [RuntimeIssue] {
     let issues = Recorder<RuntimeIssue>()
     let previous = LockedValue<RuntimeIssues.Sink?>(nil)
     let installed = RuntimeIssues.setSink { issue in
@@ -166,6 +166,6 @@ func collectIssues(marker: String, _ body: () async throws -> Void) async rethro
     }
     previous.withLock { $0 = installed }
     defer { RuntimeIssues.setSink(installed) }
-    try await body()
+    try await body(issues)
     return issues.all
 }
