@@ -11,6 +11,7 @@ let package = Package(
     products: [
         .library(name: "IdentityRuntime", targets: ["IdentityRuntime"]),
         .library(name: "IdentityProtection", targets: ["IdentityProtection"]),
+        .library(name: "IdentityPolicy", targets: ["IdentityPolicy"]),
         .library(name: "IdentityTesting", targets: ["IdentityTesting"]),
         .executable(name: "identity-harness", targets: ["identity-harness"]),
     ],
@@ -33,6 +34,11 @@ let package = Package(
             swiftSettings: strictSettings
         ),
         .target(
+            name: "IdentityPolicy",
+            dependencies: ["IdentityRuntime", "IdentityProtection"],
+            swiftSettings: strictSettings
+        ),
+        .target(
             name: "IdentityTesting",
             dependencies: ["IdentityRuntime"],
             swiftSettings: strictSettings
@@ -50,6 +56,11 @@ let package = Package(
         .testTarget(
             name: "IdentityProtectionTests",
             dependencies: ["IdentityProtection", "IdentityRuntime", "IdentityTesting"],
+            swiftSettings: strictSettings
+        ),
+        .testTarget(
+            name: "IdentityPolicyTests",
+            dependencies: ["IdentityPolicy", "IdentityProtection", "IdentityRuntime"],
             swiftSettings: strictSettings
         ),
     ],

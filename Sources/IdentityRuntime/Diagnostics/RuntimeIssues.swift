@@ -33,8 +33,9 @@ public enum RuntimeIssue: Sendable, Equatable, CustomStringConvertible {
     case unitNeverRan(site: SubmitSite)
     /// A unit that must run once ran again.
     case unitRanTwice(site: SubmitSite)
-    /// A completion handler was called again after it had answered; the later answer was ignored.
-    case completionCalledTwice(site: SubmitSite, detail: String)
+    /// A completion handler (a delegate's answer, for example) was called again after it had answered; the
+    /// later call was ignored. `operation` names what was being answered.
+    case completionCalledMoreThanOnce(operation: String)
     /// A thread ended (or the process exited) with an identity set by the unscoped setter outside any scope.
     case unscopedIdentityNotReset(thread: String, identity: Identity)
 
@@ -42,9 +43,9 @@ public enum RuntimeIssue: Sendable, Equatable, CustomStringConvertible {
     public var site: SubmitSite? {
         switch self {
         case let .misattributed(site, _, _), let .identityLeaked(site, _, _), let .unitNeverRan(site),
-             let .unitRanTwice(site), let .completionCalledTwice(site, _):
+             let .unitRanTwice(site):
             return site
-        case .unscopedChangeInTask, .unscopedIdentityNotReset:
+        case .unscopedChangeInTask, .unscopedIdentityNotReset, .completionCalledMoreThanOnce:
             return nil
         }
     }
@@ -57,7 +58,7 @@ public enum RuntimeIssue: Sendable, Equatable, CustomStringConvertible {
         case .identityLeaked: return "identityLeaked"
         case .unitNeverRan: return "unitNeverRan"
         case .unitRanTwice: return "unitRanTwice"
-        case .completionCalledTwice: return "completionCalledTwice"
+        case .completionCalledMoreThanOnce: return "completionCalledMoreThanOnce"
         case .unscopedIdentityNotReset: return "unscopedIdentityNotReset"
         }
     }
@@ -75,8 +76,8 @@ public enum RuntimeIssue: Sendable, Equatable, CustomStringConvertible {
             return "unit submitted at \(site) was released without running"
         case let .unitRanTwice(site):
             return "unit submitted at \(site) ran more than once"
-        case let .completionCalledTwice(site, detail):
-            return "completion handler created at \(site) was called again and ignored: \(detail)"
+        case let .completionCalledMoreThanOnce(operation):
+            return "completion handler for \(operation) was called more than once; the later calls were ignored"
         case let .unscopedIdentityNotReset(thread, identity):
             return "thread \(thread) still had identity \(show(identity)) from setCurrentThreadIdentity outside any scope; set it back to nil when done"
         }

@@ -1,0 +1,49 @@
+import Foundation
+import IdentityRuntime
+
+/// Fans events out to every live `AsyncStream` subscriber and posts the matching notification.
+final class PolicyEventBroadcaster: Sendable {
+    private let subscribers = LockedValue<(next: Int, continuations: [Int: AsyncStream<PolicyEvent>.Continuation])>((0, [:]))
+    let notificationCenter: NotificationCenter
+
+    init(notificationCenter: NotificationCenter) {
+        self.notificationCenter = notificationCenter
+    }
+
+    func stream() -> AsyncStream<PolicyEvent> {
+        let (stream, continuation) = AsyncStream<PolicyEvent>.makeStream(bufferingPolicy: .bufferingNewest(1024))
+        let id = subscribers.withLock { state in
+            defer { state.next += 1 }
+            state.continuations[state.next] = continuation
+            return state.next
+        }
+        continuation.onTermination = { [weak self] _ in
+            _ = self?.subscribers.withLock { $0.continuations.removeValue(forKey: id) }
+        }
+        return stream
+    }
+
+    /// Posts `event` to the notification center (with `object`) and yields it to every subscriber. Call outside
+    /// every lock.
+    func send(_ event: PolicyEvent, object: AnyObject) {
+        let continuations = subscribers.withLock { Array($0.continuations.values) }
+        for continuation in continuations { continuation.yield(event) }
+        let (name, userInfo) = Self.notification(for: event)
+        notificationCenter.post(name: name, object: object, userInfo: userInfo)
+    }
+
+    private static func notification(for event: PolicyEvent) -> (Notification.Name, [AnyHashable: Any]?) {
+        switch event {
+        case .policyDidChange: return (.policyDidChange, nil)
+        case let .wipeDidComplete(account): return (.wipeDidComplete, ["account": account.name])
+        case let .uiIdentityDidChange(window, identity):
+            var info: [AnyHashable: Any] = ["window": window.rawValue]
+            if let identity { info["identity"] = identity.name }
+            return (.uiIdentityDidChange, info)
+        case let .primaryUserDidChange(account): return (.primaryUserDidChange, account.map { ["account": $0.name] })
+        case let .allowedAccountsDidChange(accounts): return (.allowedAccountsDidChange, accounts.map { ["accounts": $0.map(\.name)] })
+        case let .enrollmentStatus(status): return (.enrollmentStatusDidChange, ["status": status.statusCode.rawValue, "account": status.identity.name])
+        case .restartRequired: return (.restartRequired, nil)
+        }
+    }
+}

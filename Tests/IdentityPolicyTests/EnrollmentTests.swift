@@ -1,0 +1,266 @@
+import Foundation
+@testable import IdentityPolicy
+import IdentityRuntime
+import Testing
+
+/// A scheduler driven by the test: nothing runs until ``fire(_:)``.
+final class ManualScheduler: EnrollmentScheduler {
+    final class Work: ScheduledWork {
+        let seconds: TimeInterval
+        let body: @Sendable () -> Void
+        let canceled = LockedValue(false)
+        init(seconds: TimeInterval, body: @escaping @Sendable () -> Void) {
+            self.seconds = seconds
+            self.body = body
+        }
+        func cancel() { canceled.withLock { $0 = true } }
+        var isCanceled: Bool { canceled.withLock { $0 } }
+    }
+
+    private let scheduled = LockedValue<[Work]>([])
+
+    func schedule(after seconds: TimeInterval, _ work: @escaping @Sendable () -> Void) -> any ScheduledWork {
+        let item = Work(seconds: seconds, body: work)
+        scheduled.withLock { $0.append(item) }
+        return item
+    }
+
+    /// The live (not cancelled) work, in scheduling order.
+    var pending: [Work] { scheduled.withLock { $0 }.filter { !$0.isCanceled } }
+
+    /// Runs the live work scheduled after `seconds`, as if that much time passed.
+    func fire(after seconds: TimeInterval) {
+        let due = scheduled.withLock { items in
+            let due = items.filter { !$0.isCanceled && $0.seconds == seconds }
+            items.removeAll { item in due.contains { $0 === item } }
+            return due
+        }
+        for work in due { work.body() }
+    }
+}
+
+/// A service answering from a script, per operation; the default answers are successes.
+final class ScriptedService: EnrollmentService {
+    let enrollAnswers = LockedValue<[EnrollmentStatusCode]>([])
+    let checkInAnswers = LockedValue<[EnrollmentStatusCode]>([])
+    let calls = Recorder<String>()
+
+    func enroll(_ account: Identity) async -> EnrollmentServiceResponse {
+        calls.append("enroll \(account.name)")
+        return EnrollmentServiceResponse(enrollAnswers.withLock { $0.isEmpty ? .newPoliciesReceived : $0.removeFirst() })
+    }
+
+    func checkIn(_ account: Identity) async -> EnrollmentServiceResponse {
+        calls.append("checkIn \(account.name)")
+        return EnrollmentServiceResponse(checkInAnswers.withLock { $0.isEmpty ? .policiesHaveNotChanged : $0.removeFirst() })
+    }
+
+    func unenroll(_ account: Identity) async -> EnrollmentServiceResponse {
+        calls.append("unenroll \(account.name)")
+        return EnrollmentServiceResponse(.unenrollmentSuccess)
+    }
+}
+
+final class RecordingEnrollmentDelegate: EnrollmentDelegate {
+    let log = Recorder<String>()
+    func enrollmentRequest(with status: EnrollmentStatus) { log.append("enroll \(status.identity.name) \(status.statusCode.rawValue)") }
+    func policyRequest(with status: EnrollmentStatus) { log.append("policy \(status.identity.name) \(status.statusCode.rawValue)") }
+    func unenrollRequest(with status: EnrollmentStatus) { log.append("unenroll \(status.identity.name) \(status.statusCode.rawValue)") }
+}
+
+struct EnrollmentFixture {
+    let policy: PolicyManager
+    let service = ScriptedService()
+    let scheduler = ManualScheduler()
+    let delegate = RecordingEnrollmentDelegate()
+    let enrollment: EnrollmentManager
+
+    init(settings: RuntimeSettings = RuntimeSettings()) {
+        policy = PolicyManager(settings: settings)
+        enrollment = EnrollmentManager(policyManager: policy, service: service, scheduler: scheduler)
+        enrollment.delegate = delegate
+    }
+}
+
+@Suite("EnrollmentManager: transitions and status codes")
+struct EnrollmentTests {
+    @Test("enroll: registered, enrolled, primary user, process identity (single mode), refresh every 8 h")
+    func enroll() async {
+        let fixture = EnrollmentFixture()
+        let status = await fixture.enrollment.registerAndEnrollAccount(alice)
+        #expect(status.statusCode == .newPoliciesReceived && status.didSucceed)
+        #expect(fixture.enrollment.registeredAccounts == [alice])
+        #expect(fixture.enrollment.enrolledAccount == alice)
+        #expect(fixture.policy.primaryUser == alice)
+        #expect(fixture.policy.processIdentity == alice)
+        #expect(fixture.policy.isIdentityManaged(alice))
+        #expect(fixture.scheduler.pending.map(\.seconds) == [28_800])
+        #expect(fixture.delegate.log.all == ["enroll alice@contoso.com 100"])
+    }
+
+    @Test("refusals before the service is asked", arguments: [
+        (Identity.unmanaged, EnrollmentStatusCode.nilAccount),
+        (carol, .notEmmAccount),
+    ])
+    func refusals(account: Identity, code: EnrollmentStatusCode) async {
+        var settings = RuntimeSettings()
+        settings.allowedAccounts = [alice, bob]
+        let fixture = EnrollmentFixture(settings: settings)
+        let status = await fixture.enrollment.registerAndEnrollAccount(account)
+        #expect(status.statusCode == code && !status.didSucceed)
+        #expect(fixture.enrollment.registeredAccounts.isEmpty)
+        #expect(fixture.service.calls.count == 0)
+    }
+
+    @Test("only one enrolled account: the same again is 208, another is 227")
+    func oneAccount() async {
+        let fixture = EnrollmentFixture()
+        await fixture.enrollment.registerAndEnrollAccount(alice)
+        #expect(await fixture.enrollment.registerAndEnrollAccount(alice).statusCode == .alreadyEnrolled)
+        #expect(await fixture.enrollment.registerAndEnrollAccount(bob).statusCode == .singleManagedAccountMode)
+        #expect(fixture.enrollment.registeredAccounts == [alice])
+        #expect(fixture.enrollment.enrolledAccount == alice)
+    }
+
+    @Test("every failure code: retried every 24 h when retryable, deregistered when the account must be removed",
+          arguments: EnrollmentStatusCode.allCases.filter { !$0.isSuccess })
+    func failure(code: EnrollmentStatusCode) async {
+        let fixture = EnrollmentFixture()
+        fixture.service.enrollAnswers.withLock { $0 = [code] }
+        let status = await fixture.enrollment.registerAndEnrollAccount(alice)
+        #expect(status.statusCode == code && !status.didSucceed)
+        #expect(fixture.enrollment.enrolledAccount == nil)
+        #expect(fixture.policy.primaryUser == nil)
+        #expect(fixture.enrollment.registeredAccounts == (code.requiresAccountRemoval ? [] : [alice]))
+        #expect(fixture.scheduler.pending.map(\.seconds) == (code.isRetryable ? [86_400] : []))
+        #expect(fixture.delegate.log.all == ["enroll alice@contoso.com \(code.rawValue)"])
+    }
+
+    @Test("every success code of enrollment enrolls the account", arguments: [
+        EnrollmentStatusCode.newPoliciesReceived, .policiesHaveNotChanged, .noPolicyReceived,
+    ])
+    func successCodes(code: EnrollmentStatusCode) async {
+        let fixture = EnrollmentFixture()
+        fixture.service.enrollAnswers.withLock { $0 = [code] }
+        #expect(await fixture.enrollment.registerAndEnrollAccount(alice).statusCode == code)
+        #expect(fixture.enrollment.enrolledAccount == alice)
+    }
+
+    @Test("a retry fires on the interval and enrolls; a registered, not enrolled account is not switchable")
+    func retry() async {
+        let fixture = EnrollmentFixture()
+        fixture.service.enrollAnswers.withLock { $0 = [.enrollmentEndPointNetworkFailure, .timeout] }
+        await fixture.enrollment.registerAndEnrollAccount(bob)
+        #expect(await fixture.policy.setUIPolicyIdentity(bob, for: "w") == .notAllowed)
+        fixture.scheduler.fire(after: 86_400)
+        #expect(await eventually { fixture.delegate.log.count == 2 })
+        #expect(fixture.scheduler.pending.map(\.seconds) == [86_400])
+        fixture.scheduler.fire(after: 86_400)
+        #expect(await eventually { fixture.enrollment.enrolledAccount == bob })
+        #expect(fixture.delegate.log.all == [
+            "enroll bob@contoso.com 205", "enroll bob@contoso.com 216", "enroll bob@contoso.com 100",
+        ])
+        #expect(await fixture.policy.setUIPolicyIdentity(bob, for: "w") == .success)
+    }
+
+    @Test("unenroll: 104, primary user cleared, refresh cancelled; an unknown account: 214")
+    func unenroll() async {
+        let fixture = EnrollmentFixture()
+        await fixture.enrollment.registerAndEnrollAccount(alice)
+        let status = await fixture.enrollment.deRegisterAndUnenrollAccount(alice, withWipe: false)
+        #expect(status.statusCode == .unenrollmentSuccess)
+        #expect(fixture.enrollment.enrolledAccount == nil && fixture.enrollment.registeredAccounts.isEmpty)
+        #expect(fixture.policy.primaryUser == nil && fixture.policy.processIdentity == nil)
+        #expect(fixture.scheduler.pending.isEmpty)
+        #expect(await fixture.enrollment.deRegisterAndUnenrollAccount(alice, withWipe: false).statusCode == .notEnrolledAccount)
+        #expect(fixture.service.calls.all == ["enroll alice@contoso.com", "unenroll alice@contoso.com"])
+        // After unenrolling, another account may enroll.
+        #expect(await fixture.enrollment.registerAndEnrollAccount(bob).statusCode == .newPoliciesReceived)
+    }
+
+    @Test("deregistering an account waiting for a retry cancels the retry")
+    func deregisterPending() async {
+        let fixture = EnrollmentFixture()
+        fixture.service.enrollAnswers.withLock { $0 = [.authRequired] }
+        await fixture.enrollment.registerAndEnrollAccount(alice)
+        #expect(await fixture.enrollment.deRegisterAndUnenrollAccount(alice, withWipe: false).statusCode == .unenrollmentSuccess)
+        #expect(fixture.scheduler.pending.isEmpty)
+        #expect(!fixture.service.calls.all.contains("unenroll alice@contoso.com"))
+    }
+
+    @Test("check-ins: 100 posts policyDidChange; 101 and 103 change nothing; 102 wipes and unenrolls")
+    func checkIns() async {
+        let fixture = EnrollmentFixture()
+        await fixture.enrollment.registerAndEnrollAccount(alice)
+        let events = fixture.policy.events
+        fixture.service.checkInAnswers.withLock { $0 = [.newPoliciesReceived, .policiesHaveNotChanged, .noPolicyReceived, .wipeReceived] }
+        #expect(await fixture.enrollment.refreshPolicy()?.statusCode == .newPoliciesReceived)
+        var iterator = events.makeAsyncIterator()
+        var sawChange = false
+        while let event = await iterator.next() {
+            if event == .policyDidChange { sawChange = true; break }
+        }
+        #expect(sawChange)
+        #expect(await fixture.enrollment.refreshPolicy()?.statusCode == .policiesHaveNotChanged)
+        fixture.scheduler.fire(after: 28_800)   // the scheduled check-in
+        #expect(await eventually { fixture.delegate.log.all.contains("policy alice@contoso.com 103") })
+        #expect(await fixture.enrollment.refreshPolicy()?.statusCode == .wipeReceived)
+        #expect(fixture.enrollment.enrolledAccount == nil)
+        #expect(fixture.delegate.log.all.last == "unenroll alice@contoso.com 104")
+        #expect(await fixture.enrollment.refreshPolicy() == nil)
+    }
+
+    @Test("allowed accounts start from the settings and post a change notification")
+    func allowedAccounts() async {
+        var settings = RuntimeSettings()
+        settings.allowedAccounts = [alice]
+        let fixture = EnrollmentFixture(settings: settings)
+        #expect(fixture.enrollment.allowedAccounts == [alice])
+        let notified = Recorder<Bool>()
+        let token = fixture.policy.notificationCenter.addObserver(forName: .allowedAccountsDidChange, object: nil, queue: nil) { _ in
+            notified.append(true)
+        }
+        defer { fixture.policy.notificationCenter.removeObserver(token) }
+        fixture.enrollment.allowedAccounts = [alice, bob]
+        fixture.enrollment.allowedAccounts = [alice, bob]
+        #expect(notified.count == 1)
+        #expect(await fixture.enrollment.registerAndEnrollAccount(bob).statusCode == .newPoliciesReceived)
+    }
+
+    @Test("autoEnrollOnLaunch asks the delegate to add the first allowed account, then enrolls it")
+    func autoEnroll() async {
+        var settings = RuntimeSettings()
+        settings.autoEnrollOnLaunch = true
+        settings.allowedAccounts = [alice]
+        let fixture = EnrollmentFixture(settings: settings)
+        fixture.policy.delegate = ClosureDelegate(onAdd: { _, answer in answer(.success) })
+        #expect(await fixture.enrollment.start()?.statusCode == .newPoliciesReceived)
+        #expect(fixture.policy.primaryUser == alice)
+        #expect(await fixture.enrollment.start() == nil)
+    }
+
+    @Test("concurrent enrollments of different accounts: exactly one is enrolled")
+    func concurrentEnrollments() async {
+        let fixture = EnrollmentFixture()
+        let accounts = (0..<16).map { Identity("user\($0)@contoso.com") }
+        let statuses = await withTaskGroup(of: EnrollmentStatus.self) { group in
+            for account in accounts { group.addTask { await fixture.enrollment.registerAndEnrollAccount(account) } }
+            return await group.reduce(into: [EnrollmentStatus]()) { $0.append($1) }
+        }
+        #expect(statuses.filter(\.didSucceed).count == 1)
+        #expect(statuses.filter { !$0.didSucceed }.allSatisfy { $0.statusCode == .singleManagedAccountMode })
+        let enrolled = statuses.first(where: \.didSucceed)?.identity
+        #expect(fixture.enrollment.enrolledAccount == enrolled)
+        #expect(fixture.enrollment.registeredAccounts == enrolled.map { [$0] })
+    }
+
+    @Test("LocalEnrollmentService answers from the policy source")
+    func localService() async {
+        let source = StaticPolicySource([alice: Policy(identity: nil)])
+        let service = LocalEnrollmentService(policySource: source)
+        #expect(await service.enroll(alice).statusCode == .newPoliciesReceived)
+        #expect(await service.enroll(bob).statusCode == .noPolicyReceived)
+        #expect(await service.checkIn(alice).statusCode == .policiesHaveNotChanged)
+        #expect(await service.unenroll(alice).statusCode == .unenrollmentSuccess)
+    }
+}

@@ -1,0 +1,165 @@
+import Dispatch
+import Foundation
+@testable import IdentityPolicy
+import IdentityProtection
+import IdentityRuntime
+import Testing
+
+let alice: Identity = "alice@contoso.com"
+let bob: Identity = "bob@contoso.com"
+let carol: Identity = "carol@fabrikam.com"
+let dave: Identity = "dave@gmail.com"
+
+/// A thread-safe list of values, for recording from completion handlers.
+final class Recorder<Value: Sendable>: Sendable {
+    private let values = LockedValue<[Value]>([])
+
+    func append(_ value: Value) { values.withLock { $0.append(value) } }
+    var all: [Value] { values.withLock { $0 } }
+    var count: Int { values.withLock { $0.count } }
+}
+
+/// A gate checks wait on until the test opens it.
+final class Gate: Sendable {
+    private let state = LockedValue<(open: Bool, entered: Int, waiters: [CheckedContinuation<Void, Never>])>((false, 0, []))
+
+    /// Suspends until ``open()``; returns at once when open already.
+    func wait() async {
+        await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
+            let resumeNow = state.withLock { state -> Bool in
+                state.entered += 1
+                if state.open { return true }
+                state.waiters.append(continuation)
+                return false
+            }
+            if resumeNow { continuation.resume() }
+        }
+    }
+
+    var entered: Int { state.withLock { $0.entered } }
+
+    func open() {
+        let waiters = state.withLock { state in
+            state.open = true
+            defer { state.waiters = [] }
+            return state.waiters
+        }
+        for waiter in waiters { waiter.resume() }
+    }
+}
+
+/// Polls `condition` every millisecond until it holds or `seconds` pass.
+func eventually(within seconds: Double = 60, _ condition: @Sendable () -> Bool) async -> Bool {
+    let deadline = Date().addingTimeInterval(seconds)
+    while Date() < deadline {
+        if condition() { return true }
+        try? await Task.sleep(for: .milliseconds(1))
+    }
+    return condition()
+}
+
+/// A check that records the identity and window it saw, then answers `outcome` (after the gate, if any).
+struct RecordingCheck: ConditionalLaunchCheck {
+    let name: String
+    let outcome: ConditionalLaunchOutcome
+    let log: Recorder<String>
+    var gate: Gate?
+
+    func evaluate(identity: Identity, window: WindowID) async -> ConditionalLaunchOutcome {
+        log.append("\(name):\(identity.name):\(window.rawValue):\(IdentityContext.currentThreadIdentity?.name ?? "nil")")
+        if let gate { await gate.wait() }
+        return outcome
+    }
+}
+
+/// A manager whose primary user is alice, with the given checks.
+func makeManager(
+    checks: [any ConditionalLaunchCheck] = [], settings: RuntimeSettings = RuntimeSettings(),
+    policySource: (any PolicySource)? = nil
+) -> PolicyManager {
+    let manager = PolicyManager(settings: settings, policySource: policySource)
+    manager.setPrimaryUser(alice)
+    manager.conditionalLaunchChecks = checks
+    return manager
+}
+
+/// Calls the completion-handler form and waits for its (first) result.
+func switchUI(_ manager: PolicyManager, _ identity: Identity?, window: WindowID? = nil) async -> SwitchIdentityResult {
+    await withCheckedContinuation { continuation in
+        manager.setUIPolicyIdentity(identity, for: window) { continuation.resume(returning: $0) }
+    }
+}
+
+/// A policy delegate made of closures.
+final class ClosureDelegate: PolicyDelegate {
+    typealias Switch = @Sendable (Identity, IdentitySwitchReason, WindowID, @escaping @Sendable (SwitchIdentityResult) -> Void) -> Void
+    let onSwitch: Switch
+    let onAdd: (@Sendable (Identity, @escaping @Sendable (AddIdentityResult) -> Void) -> Void)?
+    let onWipe: (@Sendable (Identity) -> Bool)?
+    let onRestart: (@Sendable () -> Bool)?
+
+    init(
+        onSwitch: @escaping Switch = { _, _, _, answer in answer(.success) },
+        onAdd: (@Sendable (Identity, @escaping @Sendable (AddIdentityResult) -> Void) -> Void)? = nil,
+        onWipe: (@Sendable (Identity) -> Bool)? = nil,
+        onRestart: (@Sendable () -> Bool)? = nil
+    ) {
+        self.onSwitch = onSwitch
+        self.onAdd = onAdd
+        self.onWipe = onWipe
+        self.onRestart = onRestart
+    }
+
+    func identitySwitchRequired(
+        _ identity: Identity, reason: IdentitySwitchReason, window: WindowID,
+        completionHandler: @escaping @Sendable (SwitchIdentityResult) -> Void
+    ) {
+        onSwitch(identity, reason, window, completionHandler)
+    }
+
+    func addIdentity(_ identity: Identity, completionHandler: @escaping @Sendable (AddIdentityResult) -> Void) {
+        if let onAdd { onAdd(identity, completionHandler) } else { completionHandler(.failed) }
+    }
+
+    func wipeData(forAccount account: Identity) -> Bool {
+        onWipe?(account) ?? false
+    }
+
+    func restartApplication() -> Bool {
+        onRestart?() ?? false
+    }
+}
+
+/// A fresh temporary directory, removed on deinit.
+final class TemporaryDirectory: Sendable {
+    let path: String
+
+    init() throws {
+        path = FileManager.default.temporaryDirectory.appendingPathComponent("idpolicy-\(UUID().uuidString)").path
+        try FileManager.default.createDirectory(atPath: path, withIntermediateDirectories: true)
+    }
+
+    func file(_ name: String) -> String { path + "/" + name }
+
+    func write(_ name: String, _ text: String) throws {
+        try Data(text.utf8).write(to: URL(fileURLWithPath: file(name)))
+    }
+
+    deinit {
+        try? FileManager.default.removeItem(atPath: path)
+    }
+}
+
+/// Collects the `completionCalledMoreThanOnce` issues whose operation mentions `marker`, reported anywhere
+/// in the process while `body` runs (issues go to every observer, so parallel suites do not interfere).
+func collectIssues(marker: String, _ body: (Recorder<RuntimeIssue>) async throws -> Void) async rethrows -> [RuntimeIssue] {
+    let issues = Recorder<RuntimeIssue>()
+    let token = RuntimeIssues.addObserver { issue in
+        if case let .completionCalledMoreThanOnce(operation) = issue, operation.contains(marker) {
+            issues.append(issue)
+        }
+    }
+    defer { RuntimeIssues.removeObserver(token) }
+    try await body(issues)
+    return issues.all
+}
