@@ -203,13 +203,15 @@ struct UIPolicyIdentityTests {
     func neverInline(identity: Identity?) async {
         let manager = makeManager(policySource: StaticPolicySource([bob: Policy(identity: nil)]))
         let calls = Recorder<SwitchIdentityResult>()
-        let returned = LockedValue(false)
         let inline = LockedValue(false)
-        manager.setUIPolicyIdentity(identity, for: window) { result in
-            if !returned.withLock({ $0 }) { inline.withLock { $0 = true } }
-            calls.append(result)
+        // A handler called inline runs inside this task-local scope; one delivered on a queue does not.
+        // (A flag set after the call returns would race with a fast delivery on another thread.)
+        InlineMarker.$insideCall.withValue(true) {
+            manager.setUIPolicyIdentity(identity, for: window) { result in
+                if InlineMarker.insideCall { inline.withLock { $0 = true } }
+                calls.append(result)
+            }
         }
-        returned.withLock { $0 = true }
         #expect(await eventually { calls.count == 1 })
         try? await Task.sleep(for: .milliseconds(10))
         #expect(calls.count == 1)
@@ -282,4 +284,9 @@ struct UIPolicyIdentityRaceTests {
         #expect(older.all == [.canceled])
         #expect(manager.uiPolicyIdentity(for: window) == carol)
     }
+}
+
+/// Marks code running inside a `setUIPolicyIdentity` call, to tell inline handlers from queued ones.
+enum InlineMarker {
+    @TaskLocal static var insideCall = false
 }
