@@ -48,6 +48,12 @@ let package = Package(
             dependencies: ["IdentityRuntime", "IdentityTesting"],
             swiftSettings: strictSettings
         ),
+        .executableTarget(
+            name: "LegacyBridge",
+            dependencies: ["IdentityRuntime"],
+            path: "Examples/LegacyBridge",
+            swiftSettings: strictSettings
+        ),
         .testTarget(
             name: "IdentityRuntimeTests",
             dependencies: ["IdentityRuntime", "IdentityTesting"],
