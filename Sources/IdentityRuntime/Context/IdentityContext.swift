@@ -165,7 +165,8 @@ public enum IdentityContext {
     /// thread, the window's UI identity if non-nil; else the process identity; else `nil`.
     public static func effectiveUIIdentity(for window: WindowID?) -> Identity? {
         if let thread = currentThreadIdentity { return thread }
-        if MainThread.isCurrent, let ui = uiPolicyIdentity(for: window) { return ui }
+        // The window lookup is cheap; the main-thread test (a main-queue specific) is not, so it comes last.
+        if let ui = uiPolicyIdentity(for: window), MainThread.isCurrent { return ui }
         return processIdentity
     }
 
