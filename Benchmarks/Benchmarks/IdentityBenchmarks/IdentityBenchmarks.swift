@@ -3,15 +3,25 @@ import Dispatch
 import Foundation
 import IdentityRuntime
 
-/// Raw primitive vs identity-carrying wrapper, side by side in one run. Each pair shares a name prefix so
-/// `swift package benchmark` lists them together; allocations and instructions per operation are tracked
-/// and their thresholds kept in `Thresholds/`.
+/// Raw primitive vs identity-carrying wrapper, side by side in one run. Each pair shares a name prefix
+/// (`AsyncSerial.Raw…` / `AsyncSerial.Wrapped…`); wall clock and allocations per 1,000 operations are
+/// tracked and their p90 thresholds kept in `Thresholds/`. Names have no spaces: this version of the tool
+/// writes threshold files with spaces turned into underscores but reads them back without that change.
 let benchmarks: @Sendable () -> Void = {
     Benchmark.defaultConfiguration = .init(
         metrics: [.wallClock, .instructions, .mallocCountTotal],
         scalingFactor: .kilo,
         maxDuration: .seconds(2),
-        maxIterations: 1_000
+        maxIterations: 1_000,
+        thresholds: [
+            // Wall clock on a shared 2-core machine swings by 2–3x between runs for queue throughput (the
+            // consumer thread keeps up or not): it only catches gross regressions. Compare the raw and the
+            // wrapped member of a pair within one run instead.
+            .wallClock: BenchmarkThresholds(relative: [.p90: 300.0]),
+            // Allocations are what the design controls: a few per thousand operations of slack (the raw
+            // OperationQueue's own bookkeeping varies), nothing more.
+            .mallocCountTotal: BenchmarkThresholds(relative: [.p90: 2.0], absolute: [.p90: 5]),
+        ]
     )
 
     let alice: Identity = "alice@contoso.com"
@@ -21,27 +31,27 @@ let benchmarks: @Sendable () -> Void = {
 
     // MARK: async
 
-    Benchmark("async serial: raw DispatchQueue") { benchmark in
+    Benchmark("AsyncSerial.RawDispatchQueue") { benchmark in
         for index in benchmark.scaledIterations { rawSerial.async { sink.add(index) } }
         rawSerial.sync {}
     }
-    Benchmark("async serial: IdentityDispatchQueue, submitter with identity") { benchmark in
+    Benchmark("AsyncSerial.WrappedWithIdentity") { benchmark in
         IdentityContext.withThreadIdentity(alice) {
             for index in benchmark.scaledIterations { wrappedSerial.async { sink.add(index) } }
         }
         wrappedSerial.sync {}
     }
-    Benchmark("async serial: IdentityDispatchQueue, submitter without identity") { benchmark in
+    Benchmark("AsyncSerial.WrappedWithoutIdentity") { benchmark in
         for index in benchmark.scaledIterations { wrappedSerial.async { sink.add(index) } }
         wrappedSerial.sync {}
     }
 
     // MARK: sync
 
-    Benchmark("sync serial: raw DispatchQueue") { benchmark in
+    Benchmark("SyncSerial.RawDispatchQueue") { benchmark in
         for index in benchmark.scaledIterations { rawSerial.sync { sink.add(index) } }
     }
-    Benchmark("sync serial: IdentityDispatchQueue, caller with identity") { benchmark in
+    Benchmark("SyncSerial.WrappedWithIdentity") { benchmark in
         IdentityContext.withThreadIdentity(alice) {
             for index in benchmark.scaledIterations { wrappedSerial.sync { sink.add(index) } }
         }
@@ -51,11 +61,11 @@ let benchmarks: @Sendable () -> Void = {
 
     let rawOperations = OperationQueue()
     let wrappedOperations = IdentityOperationQueue()
-    Benchmark("addOperation(block): raw OperationQueue") { benchmark in
+    Benchmark("AddOperationBlock.RawOperationQueue") { benchmark in
         for index in benchmark.scaledIterations { rawOperations.addOperation { sink.add(index) } }
         rawOperations.waitUntilAllOperationsAreFinished()
     }
-    Benchmark("addOperation(block): IdentityOperationQueue, enqueuer with identity") { benchmark in
+    Benchmark("AddOperationBlock.WrappedWithIdentity") { benchmark in
         IdentityContext.withThreadIdentity(alice) {
             for index in benchmark.scaledIterations { wrappedOperations.addOperation { sink.add(index) } }
         }
@@ -64,26 +74,26 @@ let benchmarks: @Sendable () -> Void = {
 
     // MARK: reads
 
-    Benchmark("read: bare TaskLocal") { benchmark in
+    Benchmark("Read.BareTaskLocal") { benchmark in
         BareTaskLocal.$value.withValue(alice) {
             for _ in benchmark.scaledIterations { blackHole(BareTaskLocal.value) }
         }
     }
-    Benchmark("read: effectiveFileIdentity, thread identity set") { benchmark in
+    Benchmark("Read.EffectiveFileIdentityThreadSet") { benchmark in
         IdentityContext.withThreadIdentity(alice) {
             for _ in benchmark.scaledIterations { blackHole(IdentityContext.effectiveFileIdentity) }
         }
     }
-    Benchmark("read: effectiveUIIdentity, nothing set") { benchmark in
+    Benchmark("Read.EffectiveUIIdentityNothingSet") { benchmark in
         for _ in benchmark.scaledIterations { blackHole(IdentityContext.effectiveUIIdentity) }
     }
 
     // MARK: scopes
 
-    Benchmark("scope: TaskLocal.withValue") { benchmark in
+    Benchmark("Scope.TaskLocalWithValue") { benchmark in
         for _ in benchmark.scaledIterations { BareTaskLocal.$value.withValue(alice) { blackHole(1) } }
     }
-    Benchmark("scope: IdentityContext.withThreadIdentity") { benchmark in
+    Benchmark("Scope.WithThreadIdentity") { benchmark in
         for _ in benchmark.scaledIterations { IdentityContext.withThreadIdentity(alice) { blackHole(1) } }
     }
 }
