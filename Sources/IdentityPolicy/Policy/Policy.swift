@@ -82,31 +82,33 @@ public struct Policy: Sendable, Hashable {
     ///   `account` is ignored.
     /// - Bits outside ``SaveLocation/all`` (from a newer SDK) are treated as unknown locations.
     public func isSaveToAllowed(for location: SaveLocation, account: Identity? = nil) -> Bool {
-        guard isRestricted else { return true }
-        guard location != .other else { return isSaveToUnknownLocationAllowed }
-        if !location.subtracting(.all).isEmpty, !isSaveToUnknownLocationAllowed { return false }
-        let known = location.intersection(.all)
-        let isManagedAccount = account.map { !$0.isUnmanaged && $0 == identity } ?? false
-        if known.contains(.accountDocument), !isManagedAccount { return false }
-        let listed = known.subtracting(.accountDocument)
-        guard allowedSaveLocations.isSuperset(of: listed) else { return false }
-        if !listed.subtracting(SaveLocation.accountless).isEmpty, !isManagedAccount { return false }
-        return true
+        isTransferAllowed(
+            location, account: account, allowed: allowedSaveLocations,
+            unknownAllowed: isSaveToUnknownLocationAllowed)
     }
 
     /// Whether data from `location` under `account` (`nil`: unknown) may be opened into the managed context.
     /// The same rules as ``isSaveToAllowed(for:account:)``, with ``OpenLocation/camera``,
     /// ``OpenLocation/localStorage`` and ``OpenLocation/photos`` as the locations without an account.
     public func isOpenFromAllowed(for location: OpenLocation, account: Identity? = nil) -> Bool {
+        isTransferAllowed(
+            location, account: account, allowed: allowedOpenLocations,
+            unknownAllowed: isOpenFromUnknownLocationAllowed)
+    }
+
+    /// The one rule behind save-to and open-from (documented on ``isSaveToAllowed(for:account:)``).
+    private func isTransferAllowed<Location: PolicyLocation>(
+        _ location: Location, account: Identity?, allowed: Location, unknownAllowed: Bool
+    ) -> Bool {
         guard isRestricted else { return true }
-        guard location != .other else { return isOpenFromUnknownLocationAllowed }
-        if !location.subtracting(.all).isEmpty, !isOpenFromUnknownLocationAllowed { return false }
+        guard location != .other else { return unknownAllowed }
+        if !location.subtracting(.all).isEmpty, !unknownAllowed { return false }
         let known = location.intersection(.all)
         let isManagedAccount = account.map { !$0.isUnmanaged && $0 == identity } ?? false
         if known.contains(.accountDocument), !isManagedAccount { return false }
         let listed = known.subtracting(.accountDocument)
-        guard allowedOpenLocations.isSuperset(of: listed) else { return false }
-        if !listed.subtracting(OpenLocation.accountless).isEmpty, !isManagedAccount { return false }
+        guard allowed.isSuperset(of: listed) else { return false }
+        if !listed.subtracting(.accountless).isEmpty, !isManagedAccount { return false }
         return true
     }
 
