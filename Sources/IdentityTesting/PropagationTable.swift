@@ -111,7 +111,7 @@ public enum PropagationTable {
             mechanism: "IdentityWorkItem (created, then submitted under another identity)", captured: "creation",
             expected: { $0 },
             observe: { creator in
-                await collect(2) { report in
+                await collectReports(2) { report in
                     let item = IdentityContext.withThreadIdentity(creator) {
                         IdentityWorkItem { report(current) }
                     }
@@ -127,7 +127,7 @@ public enum PropagationTable {
             mechanism: "DispatchGroup.notify(queue: IdentityDispatchQueue)", captured: "notify",
             expected: { $0 },
             observe: { notifier in
-                await collect(1) { report in
+                await collectReports(1) { report in
                     let group = DispatchGroup()
                     IdentityContext.withThreadIdentity(other) {
                         concurrent.async(group: group) {}
@@ -147,7 +147,7 @@ public enum PropagationTable {
             mechanism: mechanism, captured: captured,
             expected: { setter in flow == .suppress ? nil : setter },
             observe: { setter in
-                await collect(1) { report in
+                await collectReports(1) { report in
                     let timer = SendableSource(serial.makeTimerSource())
                     IdentityContext.withThreadIdentity(setter) {
                         timer.source.setEventHandler(flow: flow) {
@@ -243,7 +243,7 @@ public enum PropagationTable {
             mechanism: "flow: .suppress (async, sync, operation, work item)", captured: "—",
             expected: { _ in nil },
             observe: under { _ in
-                await collect(4) { report in
+                await collectReports(4) { report in
                     concurrent.async(flow: .suppress) { report(current) }
                     report(serial.sync(flow: .suppress) { current })
                     operations.addOperation(flow: .suppress) { report(current) }
@@ -254,7 +254,7 @@ public enum PropagationTable {
             mechanism: "flow: .assign(x) (async, sync, operation, work item)", captured: "—",
             expected: { _ in other },
             observe: under { _ in
-                await collect(4) { report in
+                await collectReports(4) { report in
                     concurrent.async(flow: .assign(other)) { report(current) }
                     report(serial.sync(flow: .assign(other)) { current })
                     operations.addOperation(flow: .assign(other)) { report(current) }
@@ -275,7 +275,7 @@ public enum PropagationTable {
         _ submit: @escaping @Sendable (@escaping Report) -> Void
     ) -> PropagationCheck {
         PropagationCheck(mechanism: mechanism, captured: captured, expected: { $0 }) { submitter in
-            await collect(count) { report in
+            await collectReports(count) { report in
                 IdentityContext.withThreadIdentity(submitter) { submit(report) }
             }
         }
@@ -286,7 +286,7 @@ public enum PropagationTable {
         _ mechanism: String, _ submit: @escaping @Sendable (@escaping Report) -> Void
     ) -> PropagationCheck {
         PropagationCheck(mechanism: mechanism, captured: "nothing", expected: { _ in nil }) { submitter in
-            await collect(1) { report in
+            await collectReports(1) { report in
                 IdentityContext.withThreadIdentity(submitter) { submit(report) }
             }
         }
@@ -299,19 +299,6 @@ public enum PropagationTable {
         { submitter in await IdentityContext.withThreadIdentity(submitter) { await observe(submitter) } }
     }
 
-    /// Calls `start` with a reporter and waits until it has been called `count` times.
-    static func collect(_ count: Int, _ start: (@escaping Report) -> Void) async -> [Identity?] {
-        await withCheckedContinuation { (continuation: CheckedContinuation<[Identity?], Never>) in
-            let seen = LockedValue<[Identity?]>([])
-            start { identity in
-                let done: [Identity?]? = seen.withLock { seen in
-                    seen.append(identity)
-                    return seen.count == count ? seen : nil
-                }
-                if let done { continuation.resume(returning: done) }
-            }
-        }
-    }
 }
 
 /// An `Operation` subclass that reports the identity its `main()` observes.

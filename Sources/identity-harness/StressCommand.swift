@@ -13,7 +13,7 @@ import Synchronization
 /// or a thrown error. Chains are generated from the seed alone, so the same seed gives the same programs.
 /// Raw probe blocks on the same queues check that no identity is left on worker threads.
 enum StressCommand {
-    struct Options {
+    struct Options: Sendable {
         var seed: UInt64 = 1
         var duration: Double = 10
         var identities = 64
@@ -104,7 +104,7 @@ enum StressCommand {
 final class World: Sendable {
     typealias Mechanism = StressCommand.Mechanism
 
-    let options: StressCommandOptionsBox
+    let options: StressCommand.Options
     let identities: [Identity?]
     let serial = IdentityDispatchQueue(label: "stress.serial")
     let concurrent = IdentityDispatchQueue(label: "stress.concurrent", attributes: .concurrent)
@@ -119,7 +119,7 @@ final class World: Sendable {
     private let probes = Atomic<Int>(0)
 
     init(options: StressCommand.Options) {
-        self.options = StressCommandOptionsBox(options)
+        self.options = options
         var identities: [Identity?] = [nil, .unmanaged]
         identities += (0..<options.identities).map { Identity("stress\($0)@tenant\($0 % 7).example") }
         self.identities = identities
@@ -141,9 +141,9 @@ final class World: Sendable {
         guard DispatchTime.now().uptimeNanoseconds < deadline else { return }
         chainsInFlight.add(1, ordering: .relaxed)
         let index = nextChain.add(1, ordering: .relaxed).oldValue
-        var generator = SplitMix64(seed: options.value.seed &* 0x1_0000_0001 &+ index)
+        var generator = SplitMix64(seed: options.seed &* 0x1_0000_0001 &+ index)
         let identity = identities[Int(generator.next() % UInt64(identities.count))]
-        let hops = (0..<options.value.depth).map { _ in
+        let hops = (0..<options.depth).map { _ in
             Hop(mechanism: Mechanism.allCases[Int(generator.next() % UInt64(Mechanism.allCases.count))],
                 twist: StressCommand.Twist.allCases[Int(generator.next() % 8) < 5 ? 0 : Int(generator.next() % 4)],
                 other: identities[Int(generator.next() % UInt64(identities.count))])
@@ -177,7 +177,7 @@ final class World: Sendable {
                 IdentityContext.withThreadIdentity(hop.other) { run(rest, expected: hop.other, done: done) }
                 check(expected, index)
             case .unscopedOverride:
-                if IdentityContext.isInsideTaskForHarness {
+                if IdentityContext.isInsideTask {
                     run(rest, expected: expected, done: done)
                 } else {
                     IdentityContext.setCurrentThreadIdentity(hop.other)
@@ -295,12 +295,6 @@ final class Counter: Sendable {
     func increment() { storage.add(1, ordering: .relaxed) }
 }
 
-/// Options are plain values; boxed so the world can share them across threads.
-struct StressCommandOptionsBox: @unchecked Sendable {
-    let value: StressCommand.Options
-    init(_ value: StressCommand.Options) { self.value = value }
-}
-
 /// An operation that is cancelled before it starts, so its `main()` must never run.
 final class CancelledOperation: Operation, @unchecked Sendable {
     /// How many cancelled operations ran anyway (a violation).
@@ -315,9 +309,4 @@ final class CancelledOperation: Operation, @unchecked Sendable {
 actor HopTarget {
     static let shared = HopTarget()
     func perform(_ work: @Sendable () -> Void) { work() }
-}
-
-extension IdentityContext {
-    /// Whether the caller runs inside a Swift task (the unscoped setter is not used there).
-    static var isInsideTaskForHarness: Bool { withUnsafeCurrentTask { $0 != nil } }
 }

@@ -1,6 +1,7 @@
 import Dispatch
 import Foundation
 @testable import IdentityRuntime
+import IdentityTesting
 import Synchronization
 
 /// Identities used across the tests.
@@ -18,16 +19,7 @@ enum Accounts {
 
 /// Waits until `start`'s reporter has been called `count` times and returns what was reported, in order.
 func collect<T: Sendable>(_ count: Int = 1, _ start: (@escaping @Sendable (T) -> Void) -> Void) async -> [T] {
-    await withCheckedContinuation { (continuation: CheckedContinuation<[T], Never>) in
-        let seen = LockedValue<[T]>([])
-        start { value in
-            let done: [T]? = seen.withLock { seen in
-                seen.append(value)
-                return seen.count == count ? seen : nil
-            }
-            if let done { continuation.resume(returning: done) }
-        }
-    }
+    await collectReports(count, start)
 }
 
 /// Waits for one reported value.

@@ -178,7 +178,8 @@ public enum IdentityContext {
 
     // MARK: Helpers
 
-    static var isInsideTask: Bool {
+    /// Whether the caller runs inside a Swift task.
+    package static var isInsideTask: Bool {
         withUnsafeCurrentTask { $0 != nil }
     }
 
