@@ -55,7 +55,10 @@ public struct IdentitySnapshot: Sendable, Hashable {
     ) -> PreparedUnit {
         let (strict, fault) = DiagnosticsScope.current
         guard strict || fault != .none else {
-            return PreparedUnit(run: { self.run(work) }, tracker: nil)
+            guard runs == .exactlyOnce else { return PreparedUnit(run: { self.run(work) }, tracker: nil) }
+            // One object is the closure context and the frame the unit binds.
+            let frame = IdentityFrame(unit: identity, work: work)
+            return PreparedUnit(run: { frame.runUnit() }, tracker: nil)
         }
         let tracker = strict ? UnitTracker(site: site, expected: identity, runs: runs) : nil
         let body: @Sendable () -> Void = {

@@ -159,4 +159,48 @@ struct OverrideAndHygieneTests {
         }
         #expect(seen == Accounts.alice)
     }
+
+    @Test("a unit releases its work and captures when it returns, even while a task it created runs on")
+    func unitReleasesWorkWhenItReturns() async {
+        final class Payload: Sendable {}
+        let taskMayEnd = DispatchSemaphore(value: 0)
+        let (released, seenInTask): (Bool, Identity?) = await withCheckedContinuation { continuation in
+            let unitReturned = DispatchSemaphore(value: 0)
+            let probe = LockedValue<Task<Identity?, Never>?>(nil)
+            nonisolated(unsafe) weak var weakPayload: Payload?
+            IdentityContext.withThreadIdentity(Accounts.alice) {
+                let payload = Payload()
+                weakPayload = payload
+                queue.async {
+                    withExtendedLifetime(payload) {
+                        probe.withLock { $0 = Task { taskMayEnd.wait(); return current } }
+                    }
+                }
+            }
+            queue.async { unitReturned.signal() }
+            unitReturned.wait()
+            let released = weakPayload == nil
+            taskMayEnd.signal()
+            Task {
+                let seen = await probe.withLock { $0 }?.value
+                continuation.resume(returning: (released, seen))
+            }
+        }
+        #expect(released, "the unit's closure (and its captures) must not live as long as its tasks")
+        #expect(seenInTask == Accounts.alice)
+    }
+
+    @Test("a prepared unit run a second time runs nothing and reports unitRanTwice")
+    func unitRunTwice() async {
+        let runs = LockedValue(0)
+        let unit = IdentitySnapshot(identity: Accounts.alice).prepare(site: .unknown) {
+            runs.withLock { $0 += 1 }
+        }
+        let (_, issues) = await capturingRuntimeIssues(kinds: ["unitRanTwice"]) {
+            unit.run()
+            unit.run()
+        }
+        #expect(runs.withLock { $0 } == 1)
+        #expect(issues.contains { $0.site == .unknown })
+    }
 }

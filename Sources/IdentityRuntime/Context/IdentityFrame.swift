@@ -15,13 +15,23 @@ import Synchronization
 /// binding. A frame bound by a *synchronous* scope belongs to the thread that bound it, and only that thread,
 /// only while the scope runs, may change it through `setCurrentThreadIdentity(_:)`; a frame bound by an
 /// async scope never changes.
+///
+/// A frame made for one asynchronous unit (``init(unit:work:)``) also carries the unit's work: the one object
+/// is both the closure context the queue holds and the binding the unit runs under, so a submission costs one
+/// allocation for both. It takes its owner thread when the unit starts.
 final class IdentityFrame: @unchecked Sendable {
-    // Safety: `base` and `owner` are immutable; `isActive` is written and read only on the owner thread
-    // (every reader checks `owner` first); overrides are published through an atomic pointer to immutable
-    // boxes that stay alive until the frame itself is released.
+    // Safety: `base` is immutable. `owner` is immutable, except in a unit frame, where the thread that wins
+    // `claimed` writes it once before binding the frame (no other thread can see the frame before that).
+    // `isActive` and `work` are written and read only on the owner thread (every reader of `isActive` checks
+    // `owner` first). Overrides are published through an atomic pointer to immutable boxes that stay alive
+    // until the frame itself is released.
     let base: Identity?
-    private let owner: pthread_t?
+    private var owner: pthread_t?
     private var isActive: Bool
+    /// The unit's work, for a unit frame, until it ran.
+    private var work: (@Sendable () -> Void)?
+    /// Whether a thread has taken this unit frame to run it.
+    private let claimed = Atomic<Bool>(false)
     /// The latest unscoped change, as a +1 `Unmanaged<Override>`; each box keeps the earlier ones alive, so a
     /// reader that loaded an older pointer can still read it while it holds the frame.
     private let latestOverride = Atomic<UnsafeRawPointer?>(nil)
@@ -41,6 +51,31 @@ final class IdentityFrame: @unchecked Sendable {
         self.base = base
         self.owner = pthread_self()
         self.isActive = true
+    }
+
+    /// A frame for one asynchronous unit that runs `work` exactly once, on the thread that calls
+    /// ``runUnit()``; it is changeable by that thread while the work runs.
+    init(unit base: Identity?, work: @escaping @Sendable () -> Void) {
+        self.base = base
+        self.owner = nil
+        self.isActive = false
+        self.work = work
+    }
+
+    /// Runs the unit's work under this frame on the current thread, then deactivates the frame. A second
+    /// call (queues run a block once, so only misuse gets here) runs nothing: the work was already released.
+    func runUnit() {
+        guard !claimed.exchange(true, ordering: .acquiringAndReleasing), let work else {
+            RuntimeIssues.report(.unitRanTwice(site: .unknown))
+            return
+        }
+        owner = pthread_self()
+        isActive = true
+        // Release the work (and what it captured) when it returns, even while tasks it created still hold
+        // the frame.
+        self.work = nil
+        IdentityContext.$frame.withValue(self, operation: work)
+        isActive = false
     }
 
     /// A frame for an async scope (never changes).
