@@ -54,6 +54,12 @@ let package = Package(
             path: "Examples/LegacyBridge",
             swiftSettings: strictSettings
         ),
+        .executableTarget(
+            name: "MultiTenantService",
+            dependencies: ["IdentityRuntime", "IdentityProtection", "IdentityPolicy"],
+            path: "Examples/MultiTenantService",
+            swiftSettings: strictSettings
+        ),
         .testTarget(
             name: "IdentityRuntimeTests",
             dependencies: ["IdentityRuntime", "IdentityTesting"],
