@@ -14,7 +14,7 @@ extension Notification.Name {
     /// An enrollment operation finished. `userInfo["status"]`: the ``EnrollmentStatusCode`` raw value;
     /// `userInfo["account"]`: the account.
     public static let enrollmentStatusDidChange = Notification.Name("IdentityPolicy.enrollmentStatusDidChange")
-    /// The accounts allowed to enroll changed. `object`: the ``EnrollmentManager``.
+    /// The accounts allowed to enroll changed. `object`: the ``PolicyManager``.
     public static let allowedAccountsDidChange = Notification.Name("IdentityPolicy.allowedAccountsDidChange")
     /// The runtime needs the app to restart and the delegate did not handle it (see
     /// ``PolicyDelegate/restartApplication()``).
