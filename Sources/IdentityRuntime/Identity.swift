@@ -60,6 +60,13 @@ public struct Identity: Sendable, Hashable, CustomStringConvertible, CustomDebug
         if length > Identity.maximumUTF8Length {
             throw .tooLong(utf8Length: length, limit: Identity.maximumUTF8Length)
         }
+        // Printable ASCII (the usual account name) has no forbidden character, and its only white space is
+        // the space: the Unicode property lookups below are needed only for anything else.
+        if name.utf8.allSatisfy({ (0x20...0x7E).contains($0) }) {
+            if name.utf8.first == 0x20 || name.utf8.last == 0x20 { throw .surroundingWhitespace }
+            self = name.isEmpty ? .unmanaged : Identity(storage: Storage(name: name))
+            return
+        }
         if Identity.trimmingSurroundingWhitespace(name) != name {
             throw .surroundingWhitespace
         }

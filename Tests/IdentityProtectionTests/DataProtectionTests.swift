@@ -105,6 +105,26 @@ struct DataProtectionTests {
         #expect(try reopened.unprotect(new) == Data("new".utf8))
     }
 
+    @Test("cached keys follow rotation and destruction, and another store's rotation is found")
+    func cachedKeysStayCurrent() throws {
+        let f = try Fixture()
+        let first = try f.keys.currentKey(for: alice)
+        #expect(try f.keys.currentKey(for: "Alice@Contoso.com").id == first.id)
+        let rotated = try f.keys.rotateKey(for: alice)
+        #expect(try f.keys.currentKey(for: alice).id == rotated.id)
+        #expect(try f.keys.key(withID: first.id, for: alice).material == first.material)
+        // Another store on the directory rotates: this store still answers its cached current key, and finds
+        // the new key by id.
+        let other = try FileKeyStore(directory: f.keys.directory)
+        let third = try other.rotateKey(for: alice)
+        #expect(try f.keys.key(withID: third.id, for: alice).material == third.material)
+        // After destruction nothing cached survives: the old ids are gone and a new current key is made.
+        try f.keys.destroyKeys(for: alice)
+        #expect(protectionError { try f.keys.key(withID: rotated.id, for: alice) }?.code == 103)
+        let fresh = try f.keys.currentKey(for: alice)
+        #expect(![first.id, rotated.id, third.id].contains(fresh.id))
+    }
+
     @Test("destroyed keys: crypto-shredded data is 103, other identities unaffected")
     func shredding() throws {
         let f = try Fixture()

@@ -110,6 +110,25 @@ struct IdentityTests {
         }
     }
 
+    @Test("init(validating:) gives the same answer on its printable-ASCII fast path as the general rules")
+    func validatingASCIIFastPathAgrees() {
+        /// The general rules, applied to every name.
+        func reference(_ name: String) -> Result<String, IdentityValidationError> {
+            if Identity.trimmingSurroundingWhitespace(name) != name { return .failure(.surroundingWhitespace) }
+            for (offset, scalar) in name.unicodeScalars.enumerated() where Identity.isForbidden(scalar) {
+                return .failure(.forbiddenCharacter(scalar: scalar.value, offset: offset))
+            }
+            return .success(name)
+        }
+        for byte in UInt8(0)...0x7F {
+            let character = String(UnicodeScalar(byte))
+            for name in [character, character + "x", "x" + character + "y", "x" + character, character + character] {
+                let actual = Result { () throws(IdentityValidationError) -> String in try Identity(validating: name).name }
+                #expect(actual == reference(name), "byte 0x\(String(byte, radix: 16)) in \(String(reflecting: name))")
+            }
+        }
+    }
+
     @Test("init(validating:) rejects absurd lengths, counting UTF-8 bytes")
     func validatingRejectsLength() throws {
         let atLimit = String(repeating: "a", count: Identity.maximumUTF8Length)

@@ -24,7 +24,26 @@ public final class FileKeyStore: KeyStore {
     /// The directory holding the key files.
     public let directory: String
 
-    private let cache = LockedValue<[String: KeyRing]>([:])
+    private let cache = LockedValue(Cache())
+
+    /// What the store keeps in memory, by key file name.
+    private struct Cache {
+        /// Key rings as read from or written to their files.
+        var rings: [String: KeyRing] = [:]
+        /// Keys already decoded from their ring entries, by file name and key id, and the current key of
+        /// each ring: the hot path (every protect and unprotect asks for a key) then neither hashes the
+        /// identity, nor scans the ring, nor decodes base64.
+        var decoded: [String: [ProtectionKeyID: ProtectionKey]] = [:]
+        var current: [String: ProtectionKey] = [:]
+        /// Key file names of the identities seen.
+        var fileNames: [Identity: String] = [:]
+
+        mutating func setRing(_ ring: KeyRing?, for file: String) {
+            rings[file] = ring
+            decoded[file] = nil
+            current[file] = nil
+        }
+    }
 
     struct KeyRing: Codable, Sendable {
         struct Entry: Codable, Sendable {
@@ -47,59 +66,63 @@ public final class FileKeyStore: KeyStore {
 
     public func currentKey(for identity: Identity) throws(ProtectionError) -> ProtectionKey {
         try requireNamed(identity)
-        let file = try fileName(for: identity)
-        return try cache.withLock { (cache: inout [String: KeyRing]) throws(ProtectionError) -> ProtectionKey in
-            if cache[file] == nil, let ring = try load(file) { cache[file] = ring }
-            if let ring = cache[file] {
-                return try key(in: ring, hexID: ring.current, identity: identity)
+        return try cache.withLock { (cache: inout Cache) throws(ProtectionError) -> ProtectionKey in
+            let file = try fileName(for: identity, in: &cache)
+            if let key = cache.current[file] { return key }
+            if cache.rings[file] == nil, let ring = try load(file) { cache.setRing(ring, for: file) }
+            if let ring = cache.rings[file] {
+                let key = try key(in: ring, file: file, hexID: ring.current, identity: identity, cache: &cache)
+                cache.current[file] = key
+                return key
             }
             let key = try ProtectionKey.generate()
             let ring = KeyRing(format: 1, identity: identity.name, current: key.id.description, keys: [entry(for: key)])
             try save(ring, file)
-            cache[file] = ring
+            cache.setRing(ring, for: file)
             return key
         }
     }
 
     public func key(withID id: ProtectionKeyID, for identity: Identity) throws(ProtectionError) -> ProtectionKey {
         if identity.isUnmanaged { throw .keyNotFound(identity: identity, keyID: id) }
-        let file = try fileName(for: identity)
-        return try cache.withLock { (cache: inout [String: KeyRing]) throws(ProtectionError) -> ProtectionKey in
+        return try cache.withLock { (cache: inout Cache) throws(ProtectionError) -> ProtectionKey in
+            let file = try fileName(for: identity, in: &cache)
+            if let key = cache.decoded[file]?[id] { return key }
             let hex = id.description
-            if let ring = cache[file], ring.keys.contains(where: { $0.id == hex }) {
-                return try key(in: ring, hexID: hex, identity: identity)
+            if let ring = cache.rings[file], ring.keys.contains(where: { $0.id == hex }) {
+                return try key(in: ring, file: file, hexID: hex, identity: identity, cache: &cache)
             }
             guard let ring = try load(file) else {
-                cache[file] = nil
+                cache.setRing(nil, for: file)
                 throw .keyNotFound(identity: identity, keyID: id)
             }
-            cache[file] = ring
-            return try key(in: ring, hexID: hex, identity: identity)
+            cache.setRing(ring, for: file)
+            return try key(in: ring, file: file, hexID: hex, identity: identity, cache: &cache)
         }
     }
 
     @discardableResult
     public func rotateKey(for identity: Identity) throws(ProtectionError) -> ProtectionKey {
         try requireNamed(identity)
-        let file = try fileName(for: identity)
-        return try cache.withLock { (cache: inout [String: KeyRing]) throws(ProtectionError) -> ProtectionKey in
+        return try cache.withLock { (cache: inout Cache) throws(ProtectionError) -> ProtectionKey in
+            let file = try fileName(for: identity, in: &cache)
             let key = try ProtectionKey.generate()
-            var existing = cache[file]
+            var existing = cache.rings[file]
             if existing == nil { existing = try load(file) }
             var ring = existing ?? KeyRing(format: 1, identity: identity.name, current: key.id.description, keys: [])
             ring.keys.append(entry(for: key))
             ring.current = key.id.description
             try save(ring, file)
-            cache[file] = ring
+            cache.setRing(ring, for: file)
             return key
         }
     }
 
     public func destroyKeys(for identity: Identity) throws(ProtectionError) {
         if identity.isUnmanaged { return }
-        let file = try fileName(for: identity)
-        try cache.withLock { (cache: inout [String: KeyRing]) throws(ProtectionError) in
-            cache[file] = nil
+        try cache.withLock { (cache: inout Cache) throws(ProtectionError) in
+            let file = try fileName(for: identity, in: &cache)
+            cache.setRing(nil, for: file)
             let path = Paths.join(directory, file)
             guard let info = try POSIX.lstatPath(path) else { return }
             // Best-effort overwrite before unlinking.
@@ -129,11 +152,28 @@ public final class FileKeyStore: KeyStore {
         Hex.encode(try ProtectionCrypto.sha256(Array(identity.foldedName.utf8))) + ".key"
     }
 
+    /// ``fileName(for:)``, remembered.
+    private func fileName(for identity: Identity, in cache: inout Cache) throws(ProtectionError) -> String {
+        if let file = cache.fileNames[identity] { return file }
+        let file = try fileName(for: identity)
+        cache.fileNames[identity] = file
+        return file
+    }
+
     private func entry(for key: ProtectionKey) -> KeyRing.Entry {
         KeyRing.Entry(id: key.id.description, material: Data(key.material).base64EncodedString())
     }
 
-    private func key(in ring: KeyRing, hexID: String, identity: Identity) throws(ProtectionError) -> ProtectionKey {
+    /// The key `hexID` of `ring` (the ring of `file`), decoded and remembered in `cache`.
+    private func key(
+        in ring: KeyRing, file: String, hexID: String, identity: Identity, cache: inout Cache
+    ) throws(ProtectionError) -> ProtectionKey {
+        let key = try decodeKey(in: ring, hexID: hexID, identity: identity)
+        cache.decoded[file, default: [:]][key.id] = key
+        return key
+    }
+
+    private func decodeKey(in ring: KeyRing, hexID: String, identity: Identity) throws(ProtectionError) -> ProtectionKey {
         guard let entry = ring.keys.first(where: { $0.id == hexID }), let id = ProtectionKeyID(hex: hexID) else {
             throw .keyNotFound(identity: identity, keyID: ProtectionKeyID(hex: hexID))
         }
