@@ -16,6 +16,8 @@ let package = Package(
             dependencies: [
                 .product(name: "Benchmark", package: "benchmark"),
                 .product(name: "IdentityRuntime", package: "swift-identity-runtime"),
+                .product(name: "IdentityProtection", package: "swift-identity-runtime"),
+                .product(name: "IdentityPolicy", package: "swift-identity-runtime"),
             ],
             path: "Benchmarks/IdentityBenchmarks",
             plugins: [.plugin(name: "BenchmarkPlugin", package: "benchmark")]
