@@ -54,6 +54,12 @@ let package = Package(
             path: "Examples/LegacyBridge",
             swiftSettings: strictSettings
         ),
+        .executableTarget(
+            name: "MultiIdentityClient",
+            dependencies: ["IdentityRuntime", "IdentityPolicy"],
+            path: "Examples/MultiIdentityClient",
+            swiftSettings: strictSettings
+        ),
         .testTarget(
             name: "IdentityRuntimeTests",
             dependencies: ["IdentityRuntime", "IdentityTesting"],
