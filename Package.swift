@@ -60,6 +60,12 @@ let package = Package(
             path: "Examples/MultiTenantService",
             swiftSettings: strictSettings
         ),
+        .executableTarget(
+            name: "MultiIdentityClient",
+            dependencies: ["IdentityRuntime", "IdentityPolicy"],
+            path: "Examples/MultiIdentityClient",
+            swiftSettings: strictSettings
+        ),
         .testTarget(
             name: "IdentityRuntimeTests",
             dependencies: ["IdentityRuntime", "IdentityTesting"],
