@@ -23,6 +23,12 @@ struct ResultCodesTests {
         #expect(reason.rawValue == raw)
     }
 
+    @Test("results and reasons describe themselves by their case names")
+    func descriptions() {
+        #expect(SwitchIdentityResult.allCases.map(\.description) == ["success", "canceled", "notAllowed", "failed"])
+        #expect(IdentitySwitchReason.allCases.map(\.description) == ["openURL", "cancelConditionalLaunch", "documentImport"])
+    }
+
     @Test("NotificationPolicy raw values")
     func notificationPolicy() {
         #expect(NotificationPolicy.allow.rawValue == 0)
