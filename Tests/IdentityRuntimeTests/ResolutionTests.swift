@@ -133,6 +133,29 @@ struct ResolutionTests {
         IdentityContext.resetAllLevels()
     }
 
+    @Test("tasks calling the unscoped setter while the synchronous scope they came from ends are refused")
+    func unscopedSetterInTaskRacingScopeEnd() async {
+        let marker: Identity = "racing-unscoped-setter@contoso.com"
+        let count = 200
+        let (observed, issues) = await capturingRuntimeIssues(kinds: ["unscopedChangeInTask"]) {
+            var tasks: [Task<Identity?, Never>] = []
+            for _ in 0..<count {
+                // The task reads the scope's frame on another thread while this thread ends the scope.
+                IdentityContext.withThreadIdentity(Accounts.alice) {
+                    tasks.append(Task {
+                        setUnscopedFromSynchronousCode(marker)
+                        return current
+                    })
+                }
+            }
+            var observed: [Identity?] = []
+            for task in tasks { observed.append(await task.value) }
+            return observed
+        }
+        #expect(observed == Array(repeating: Accounts.alice, count: count))
+        #expect(issues.filter { $0 == .unscopedChangeInTask(marker) }.count == count)
+    }
+
     @Test("the unscoped setter inside a task changes nothing and reports why")
     func unscopedSetterRefusedInTask() async {
         let (observed, issues) = await capturingRuntimeIssues(kinds: ["unscopedChangeInTask"]) {

@@ -99,8 +99,9 @@ final class IdentityFrame: @unchecked Sendable {
 
     /// Whether the unscoped setter, called on this thread now, may change this frame.
     var acceptsUnscopedChange: Bool {
-        guard let owner, isActive else { return false }
-        return pthread_equal(owner, pthread_self()) != 0
+        // Only the owner thread may read `isActive` (it writes it): compare threads first.
+        guard let owner, pthread_equal(owner, pthread_self()) != 0 else { return false }
+        return isActive
     }
 
     /// Records an unscoped change. Call only when ``acceptsUnscopedChange`` is true (so only the owner
