@@ -163,31 +163,29 @@ struct OverrideAndHygieneTests {
     @Test("a unit releases its work and captures when it returns, even while a task it created runs on")
     func unitReleasesWorkWhenItReturns() async {
         final class Payload: Sendable {}
-        let taskMayEnd = DispatchSemaphore(value: 0)
-        let (released, seenInTask): (Bool, Identity?) = await withCheckedContinuation { continuation in
-            let unitReturned = DispatchSemaphore(value: 0)
-            let probe = LockedValue<Task<Identity?, Never>?>(nil)
-            nonisolated(unsafe) weak var weakPayload: Payload?
-            IdentityContext.withThreadIdentity(Accounts.alice) {
-                let payload = Payload()
-                weakPayload = payload
-                queue.async {
-                    withExtendedLifetime(payload) {
-                        probe.withLock { $0 = Task { taskMayEnd.wait(); return current } }
+        // The task waits on this stream, so it holds the unit's frame until the stream finishes.
+        let (gate, openGate) = AsyncStream<Void>.makeStream()
+        let probe = LockedValue<Task<Identity?, Never>?>(nil)
+        nonisolated(unsafe) weak var weakPayload: Payload?
+        IdentityContext.withThreadIdentity(Accounts.alice) {
+            let payload = Payload()
+            weakPayload = payload
+            queue.async {
+                withExtendedLifetime(payload) {
+                    probe.withLock {
+                        $0 = Task {
+                            for await _ in gate {}
+                            return current
+                        }
                     }
                 }
             }
-            queue.async { unitReturned.signal() }
-            unitReturned.wait()
-            let released = weakPayload == nil
-            taskMayEnd.signal()
-            Task {
-                let seen = await probe.withLock { $0 }?.value
-                continuation.resume(returning: (released, seen))
-            }
         }
-        #expect(released, "the unit's closure (and its captures) must not live as long as its tasks")
-        #expect(seenInTask == Accounts.alice)
+        // The queue is serial: once this block has run, the unit has returned.
+        await withCheckedContinuation { continuation in queue.async { continuation.resume() } }
+        #expect(weakPayload == nil, "the unit's closure (and its captures) must not live as long as its tasks")
+        openGate.finish()
+        #expect(await probe.withLock { $0 }?.value == Accounts.alice)
     }
 
     @Test("a prepared unit run a second time runs nothing and reports unitRanTwice")

@@ -8,7 +8,7 @@ func registerOperationBenchmarks() {
     let rawOperations = OperationQueue()
     let wrappedOperations = IdentityOperationQueue()
     let sink = Sink()
-    let serialSink = NSLock()
+    let sinkLock = NSLock()
 
     Benchmark("AddOperationBlock.RawOperationQueue") { benchmark in
         for index in benchmark.scaledIterations { rawOperations.addOperation { blackHole(index) } }
@@ -23,14 +23,14 @@ func registerOperationBenchmarks() {
 
     Benchmark("AddOperationSubclass.RawOperationQueue") { benchmark in
         for index in benchmark.scaledIterations {
-            rawOperations.addOperation(SumOperation(index, into: sink, lock: serialSink))
+            rawOperations.addOperation(SumOperation(index, into: sink, lock: sinkLock))
         }
         rawOperations.waitUntilAllOperationsAreFinished()
     }
     Benchmark("AddOperationSubclass.WrappedWithIdentity") { benchmark in
         IdentityContext.withThreadIdentity(alice) {
             for index in benchmark.scaledIterations {
-                wrappedOperations.addOperation(SumOperation(index, into: sink, lock: serialSink))
+                wrappedOperations.addOperation(SumOperation(index, into: sink, lock: sinkLock))
             }
         }
         wrappedOperations.waitUntilAllOperationsAreFinished()
