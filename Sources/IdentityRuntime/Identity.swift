@@ -124,6 +124,12 @@ public struct Identity: Sendable, Hashable, CustomStringConvertible, CustomDebug
         }
         var folded = String.UnicodeScalarView()
         for scalar in name.unicodeScalars {
+            if scalar.isASCII {
+                // ASCII folds to ASCII lower case, without the Unicode tables.
+                let value = scalar.value
+                folded.append(value >= 0x41 && value <= 0x5A ? Unicode.Scalar(UInt8(value + 0x20)) : scalar)
+                continue
+            }
             let properties = scalar.properties
             guard properties.changesWhenCaseFolded || properties.changesWhenLowercased else {
                 folded.append(scalar)

@@ -236,7 +236,7 @@ struct UIPolicyIdentityRaceTests {
                 done.append(index)
             }
         }
-        #expect(await eventually(within: 60) { done.count == Self.calls })
+        #expect(await eventually { done.count == Self.calls })
         try? await Task.sleep(for: .milliseconds(20))
         #expect(counts.withLock { $0.allSatisfy { $0 == 1 } })
         // Changes are applied in lock order, so the window holds one of the requested identities.
@@ -265,7 +265,7 @@ struct UIPolicyIdentityRaceTests {
                 done.append(index)
             }
         }
-        #expect(await eventually(within: 60) { done.count == Self.calls })
+        #expect(await eventually { done.count == Self.calls })
         try? await Task.sleep(for: .milliseconds(20))
         #expect(counts.withLock { $0.allSatisfy { $0 == 1 } })
         let all = results.withLock { $0.compactMap { $0 } }

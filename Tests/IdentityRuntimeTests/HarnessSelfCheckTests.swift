@@ -32,14 +32,14 @@ struct HarnessSelfCheckTests {
         var description: String { "identity-harness was not built next to the test bundle" }
     }
 
-    @Test("a clean run passes", .timeLimit(.minutes(1)))
+    @Test("a clean run passes", .timeLimit(.minutes(5)))
     func cleanRun() throws {
         let (status, output) = try Self.runHarness(["stress", "--duration", "2", "--in-flight", "16", "--seed", "7"])
         #expect(status == 0, "\(output)")
         #expect(output.contains("0 violations"))
     }
 
-    @Test("each injected fault is caught", .timeLimit(.minutes(1)),
+    @Test("each injected fault is caught", .timeLimit(.minutes(5)),
           arguments: ["capture-at-run", "skip-restore"])
     func faultIsCaught(fault: String) throws {
         let (status, output) = try Self.runHarness(

@@ -27,6 +27,14 @@ struct IdentityTests {
         #expect(Set([a, b]).count == 1)
     }
 
+    @Test("ASCII scalars among non-ASCII ones fold as ASCII lower case does, for every ASCII scalar")
+    func asciiFastPathInMixedNames() {
+        for value in UInt8(0)...UInt8(0x7F) {
+            let scalar = String(Unicode.Scalar(value))
+            #expect(Identity.fold("é" + scalar + "ß") == "é" + scalar.lowercased() + "ss", "scalar \(value)")
+        }
+    }
+
     @Test("different accounts stay different", arguments: [
         ("alice@contoso.com", "alice@contoso.org"),
         ("alice@contoso.com", "alíce@contoso.com"),

@@ -4,7 +4,7 @@ import Testing
 
 @Suite("DESIGN §3: every row of the propagation table, for nil, \"\" and a named identity")
 struct PropagationTableTests {
-    @Test("row observes what the table says", .timeLimit(.minutes(1)),
+    @Test("row observes what the table says", .timeLimit(.minutes(5)),
           arguments: PropagationTable.checks, PropagationTable.submitters)
     func row(check: PropagationCheck, submitter: Identity?) async {
         let outcome = await check.run(submitter: submitter)
