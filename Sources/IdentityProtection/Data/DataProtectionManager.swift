@@ -103,6 +103,7 @@ public final class DataProtectionManager: Sendable {
     }
 
     func seal(_ plaintext: UnsafeRawBufferPointer, owner: Identity) throws(ProtectionError) -> [UInt8] {
+        try policy.authorize(.create, to: owner)
         guard isManaged(owner) else {
             var output = try DataEnvelope.header(owner: owner, key: nil, nonce: nil, bodyLength: plaintext.count)
             output.append(contentsOf: plaintext)
@@ -123,6 +124,7 @@ public final class DataProtectionManager: Sendable {
     /// `nil` when `bytes` is not an envelope.
     func open(_ bytes: UnsafeRawBufferPointer) throws(ProtectionError) -> [UInt8]? {
         guard let envelope = try DataEnvelope.parse(bytes) else { return nil }
+        try policy.authorize(.read(reader: IdentityContext.effectiveFileIdentity), to: envelope.owner)
         let body = UnsafeRawBufferPointer(rebasing: bytes[envelope.headerLength..<envelope.headerLength + envelope.bodyLength])
         guard envelope.isEncrypted, let keyID = envelope.keyID, let nonce = envelope.nonce else {
             return Array(body)

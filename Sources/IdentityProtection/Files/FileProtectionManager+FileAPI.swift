@@ -18,6 +18,7 @@ extension FileProtectionManager {
     ///   directory, a path under a regular file, a read-only file system); 103/107 key or crypto failures.
     public func writeFile(atPath path: String, contents: Data) throws(ProtectionError) {
         let owner = IdentityContext.effectiveFileIdentity
+        try policy.authorize(.create, to: owner)
         let path = Paths.absolute(path)
         let previous = try destinationInfo(path)
         if let previous, !POSIX.isRegular(previous) { throw .fileNotFound(path: path) }
@@ -49,10 +50,11 @@ extension FileProtectionManager {
     /// - Throws: 105 no regular file; 100...104 a damaged or unreadable encrypted file; 106 the OS refused.
     public func readFile(atPath path: String) throws(ProtectionError) -> Data {
         let path = Paths.absolute(path)
-        _ = try regularFileInfo(path)
+        let info = try regularFileInfo(path)
         let fd = try POSIX.openFile(path, O_RDONLY)
         defer { POSIX.closeFile(fd) }
         guard let header = try EncryptedFileFormat.readHeader(fd, path: path) else {
+            try policy.authorize(.read(reader: IdentityContext.effectiveFileIdentity), to: try owners.owner(path: path, info: info))
             guard lseek(fd, 0, SEEK_SET) == 0 else { throw POSIX.failure(path, "lseek") }
             return Data(try POSIX.readToEnd(fd, path: path))
         }
@@ -103,7 +105,13 @@ extension FileProtectionManager {
             let info = try POSIX.fstatFD(fd, path: path)
             guard POSIX.isRegular(info) else { throw ProtectionError.fileNotFound(path: path) }
             if created || options.contains(.truncate) {
-                try owners.setOwner(IdentityContext.effectiveFileIdentity, fd: fd, path: path)
+                let owner = IdentityContext.effectiveFileIdentity
+                try policy.authorize(.create, to: owner)
+                try owners.setOwner(owner, fd: fd, path: path)
+            } else {
+                var owner = try encryptedHeader(path)?.owner
+                if owner == nil { owner = try owners.owner(path: path, info: info) }
+                try policy.authorize(.read(reader: IdentityContext.effectiveFileIdentity), to: owner)
             }
         } catch {
             POSIX.closeFile(fd)

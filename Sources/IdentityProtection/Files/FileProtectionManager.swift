@@ -107,6 +107,7 @@ public final class FileProtectionManager: Sendable {
     ///   100...103 a damaged encrypted file, 106 the OS refused.
     public func protect(path: String, identity: Identity? = nil) throws(ProtectionError) {
         let owner = identity ?? IdentityContext.effectiveFileIdentity
+        try policy.authorize(.create, to: owner)
         let path = Paths.absolute(path)
         _ = try regularFileInfo(path)
         let current = try encryptedHeader(path)
@@ -158,6 +159,7 @@ public final class FileProtectionManager: Sendable {
         guard isManaged(owner) else {
             throw .invalidIdentity(reason: "\(owner.debugDescription) is not a managed identity; only managed identities have keys")
         }
+        try policy.authorize(.create, to: owner)
         let path = Paths.absolute(path)
         let info = try regularFileInfo(path)
         let fd = try POSIX.openFile(path, O_RDONLY)
@@ -224,6 +226,7 @@ public final class FileProtectionManager: Sendable {
             return try writeDecrypted(fd: fd, path: path, header: header, to: copyPath, mode: mode)
         }
         let owner = try owners.owner(path: path, info: info)
+        try policy.authorize(.read(reader: IdentityContext.effectiveFileIdentity), to: owner)
         guard lseek(fd, 0, SEEK_SET) == 0 else { throw POSIX.failure(path, "lseek") }
         var source = FileDescriptorSource(fd: fd, path: path)
         try writePlaintext(from: &source, to: copyPath, mode: mode, owner: owner)
@@ -261,7 +264,9 @@ public final class FileProtectionManager: Sendable {
         return try EncryptedFileFormat.readHeader(fd, path: path)
     }
 
+    /// The one way to decrypt a file: the reader must be allowed to see the owner's data.
     func decryptor(fd: Int32, path: String, header: EncryptedFileFormat.Header) throws(ProtectionError) -> EncryptedFileFormat.Decryptor {
+        try policy.authorize(.read(reader: IdentityContext.effectiveFileIdentity), to: header.owner)
         let key = try keyStore.key(withID: header.keyID, for: header.owner)
         return try EncryptedFileFormat.Decryptor(fd: fd, path: path, header: header, key: key)
     }

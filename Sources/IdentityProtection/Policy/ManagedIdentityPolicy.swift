@@ -1,8 +1,9 @@
 import IdentityRuntime
 
-/// Decides which identities get protection: the seam between this module and the policy module.
+/// Decides which identities get protection, and whether their data may be used now: the seam between this
+/// module and the policy module.
 ///
-/// `IdentityPolicy`'s `PolicyManager` implements it from the enrolled user's policy; without the policy
+/// `IdentityPolicy`'s `PolicyManager` implements it from each managed account's policy; without the policy
 /// module, use ``StaticManagedIdentityPolicy``.
 ///
 /// ``Identity/unmanaged`` (`""`) is never managed, whatever an implementation returns: the managers check
@@ -13,4 +14,37 @@ public protocol ManagedIdentityPolicy: Sendable {
 
     /// Whether files owned by `identity` must be encrypted at rest. Consulted only for managed identities.
     func isFileEncryptionRequired(for identity: Identity) -> Bool
+
+    /// Why `access` to data owned by the managed account `owner` is refused now, or `nil` when it is allowed.
+    ///
+    /// Asked by ``DataProtectionManager`` and ``FileProtectionManager`` before they create data owned by
+    /// `owner` and before they hand out any plaintext of data `owner` owns (decrypted or stored in the clear).
+    /// Never asked for unowned data or for ``Identity/unmanaged``; asked for other accounts whether or not they
+    /// are managed (an implementation answers `nil` for accounts it does not manage). The default allows
+    /// everything.
+    func refusal(of access: ProtectedDataAccess, to owner: Identity) -> ProtectionError?
+}
+
+extension ManagedIdentityPolicy {
+    public func refusal(of access: ProtectedDataAccess, to owner: Identity) -> ProtectionError? {
+        nil
+    }
+}
+
+/// What a protection manager is about to do with data owned by an account (see
+/// ``ManagedIdentityPolicy/refusal(of:to:)``).
+public enum ProtectedDataAccess: Sendable, Hashable {
+    /// Create data the account owns: write or protect a file or envelope for it, or make it a file's owner.
+    case create
+    /// Hand plaintext of the account's data to code whose effective file identity is `reader` (`nil`: none).
+    case read(reader: Identity?)
+}
+
+extension ManagedIdentityPolicy {
+    /// Throws the refusal of `access` to `owner`'s data, if any: the one check every read and create path of
+    /// the protection managers goes through. Unowned data and ``Identity/unmanaged`` are never refused.
+    func authorize(_ access: ProtectedDataAccess, to owner: Identity?) throws(ProtectionError) {
+        guard let owner, !owner.isUnmanaged, let refusal = refusal(of: access, to: owner) else { return }
+        throw refusal
+    }
 }
