@@ -20,6 +20,7 @@ final class Client: PolicyDelegate {
     init(manager: PolicyManager, pinPrompt: PINPrompt) {
         self.manager = manager
         self.pinPrompt = pinPrompt
+        (blocked, blockedContinuation) = AsyncStream.makeStream()
     }
 
     /// Who the window is showing right now: thread identity, else (we are on the main thread) the window's
@@ -113,6 +114,28 @@ final class Client: PolicyDelegate {
                 completionHandler(result)
             }
         }
+    }
+
+    /// The runtime blocked `account` (a wrong PIN, a dismissed prompt): take it off the screen, then answer.
+    nonisolated func blockAccount(
+        _ account: Identity, reason: BlockAccountReason, window: WindowID?,
+        completionHandler: @escaping @Sendable (BlockAccountResult) -> Void
+    ) {
+        DispatchQueue.main.async {
+            print("     [delegate] blockAccount(\(show(account)), reason: .\(reason)): \"Sign in again to use this account\"")
+            self.blockedContinuation.yield(account)
+            completionHandler(.success)
+        }
+    }
+
+    /// The accounts the runtime asked us to block, in order.
+    nonisolated let blocked: AsyncStream<Identity>
+    private nonisolated let blockedContinuation: AsyncStream<Identity>.Continuation
+
+    /// The user signed in to `account` again: lift the block of its failed or cancelled PIN prompt.
+    func signInAgain(_ account: Identity) {
+        print("[ui] sign in again to \(show(account))")
+        manager.unblockAccount(account)
     }
 }
 

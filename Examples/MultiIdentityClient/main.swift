@@ -1,7 +1,7 @@
 // MultiIdentityClient: one window, a personal and a work account, and the identity-switch handshakes.
 //
 //     swift run MultiIdentityClient                # the scripted tour; checks itself, exits 0 or 1
-//     swift run MultiIdentityClient --interactive  # type: personal, work, import, web, pin 1234, cancel, quit
+//     swift run MultiIdentityClient --interactive  # type: personal, work, import, web, pin 1234, cancel, signin, quit
 //
 // The main queue stands in for the UI's run loop (`dispatchMain()` below): every UI event and every
 // completion handler runs there, one at a time. The runtime counts a main-queue block as "the main thread",
@@ -22,10 +22,11 @@ let otherTenant: Identity = "dana@fabrikam.com" // managed by someone else: neve
 // (or `scope: .processWide`) instead; the handshakes behave the same.
 var settings = RuntimeSettings()
 settings.multiIdentity = true   // the app sets every level itself; nothing follows the primary user
+settings.maxManagedAccounts = 1 // a device app with one work account: the SDK guide's original model
 let manager = PolicyManager(
     settings: settings,
     // The policy source knows a policy for otherTenant, so that account is *claimed*: a managed account that
-    // is not our primary user. Only one managed identity at a time, so switching to it is .notAllowed.
+    // is not our primary user. With one managed account at most, switching to it is .notAllowed.
     policySource: StaticPolicySource([otherTenant: Policy(identity: otherTenant)]))
 manager.setPrimaryUser(work)   // what EnrollmentManager does after enrolling the account
 let pinPrompt = PINPrompt()
@@ -71,6 +72,7 @@ var expectationsMet = 0
 
 @MainActor func runScript() async {
     var prompts = pinPrompt.appeared.makeAsyncIterator()
+    var blocks = client.blocked.makeAsyncIterator()
     print("MultiIdentityClient, scripted (--interactive to drive it yourself)")
     print("personal account \(show(personal)), work account \(show(work)) (managed, PIN \(PINPrompt.correctPIN))")
     expect("effective UI identity at launch", client.effectiveUIIdentity, nil)
@@ -88,12 +90,17 @@ var expectationsMet = 0
     expect("second call (personal)", second, .success)
     expect("effective UI identity", client.effectiveUIIdentity, personal)
 
-    step("3. Tap work: a wrong PIN fails and changes nothing; the right PIN switches")
+    step("3. Tap work: a wrong PIN fails, changes nothing and blocks the account until you sign in again")
     let wrong = Task { await result { client.switchAccount(to: work, done: $0) } }
     expect("PIN prompt asks for", await prompts.next(), work)
     pinPrompt.enter("0000")
     expect("result", await wrong.value, .failed)
     expect("effective UI identity", client.effectiveUIIdentity, personal)
+    expect("blocked because", manager.blockReason(for: work), .conditionalLaunchBlocked) { "\($0.map { ".\($0)" } ?? "not blocked")" }
+    expect("the delegate was told", await blocks.next(), work)
+    expect("result of tapping work again", await result { client.switchAccount(to: work, done: $0) }, .notAllowed)
+    client.signInAgain(work)   // the user re-authenticates: the app lifts the block
+    expect("blocked because", manager.blockReason(for: work), nil) { "\($0.map { ".\($0)" } ?? "not blocked")" }
     let right = Task { await result { client.switchAccount(to: work, done: $0) } }
     expect("PIN prompt asks for", await prompts.next(), work)
     pinPrompt.enter(PINPrompt.correctPIN)
@@ -149,15 +156,16 @@ let watchdog = Watchdog()
     case "web": client.openWebView()
     case "pin": pinPrompt.enter(words.dropFirst().first ?? "")
     case "cancel": pinPrompt.dismiss()
+    case "signin": client.signInAgain(work)
     case "quit": exit(0)
     case nil: break
-    default: print("commands: personal, work, import, web, pin <code>, cancel, quit")
+    default: print("commands: personal, work, import, web, pin <code>, cancel, signin, quit")
     }
 }
 
 if CommandLine.arguments.contains("--interactive") {
     print("MultiIdentityClient: personal \(show(personal)), work \(show(work)) (PIN \(PINPrompt.correctPIN)).")
-    print("commands: personal, work, import, web, pin <code>, cancel, quit")
+    print("commands: personal, work, import, web, pin <code>, cancel, signin (after a wrong PIN), quit")
     // stdin is read on a thread of its own; each line becomes a UI event on the main queue.
     Thread {
         while let line = readLine() {

@@ -7,8 +7,8 @@ import Musl
 import Darwin
 #endif
 
-/// Why a protection operation failed. Every case has a stable numeric ``code`` (100...107) that is part of
-/// the public contract: log it, compare it, show it.
+/// Why a protection operation failed. Every case has a stable numeric ``code`` (100...107, 109) that is
+/// part of the public contract: log it, compare it, show it.
 ///
 /// | code | case | meaning |
 /// |---|---|---|
@@ -20,6 +20,7 @@ import Darwin
 /// | 105 | ``fileNotFound(path:)`` | no such file, or the path names something other than a regular file (a directory, a socket) |
 /// | 106 | ``ioFailure(path:operation:errno:)`` | the operating system refused or failed: permission denied, read-only, no space, I/O error |
 /// | 107 | ``cryptoBackendFailure(_:)`` | the crypto library failed (random generator, cipher setup); not caused by the input |
+/// | 109 | ``accountBlocked(identity:reason:)`` | the owner is a blocked account: its data is neither created nor read until it is unblocked |
 ///
 /// A failed operation never returns plaintext that was not authenticated and never leaves a modified
 /// original behind.
@@ -42,8 +43,11 @@ public enum ProtectionError: Error, Equatable, Sendable, CustomStringConvertible
     case ioFailure(path: String, operation: String, errno: Int32)
     /// 107: the crypto backend (CryptoKit or libcrypto) reported a failure unrelated to the input.
     case cryptoBackendFailure(String)
+    /// 109: the owner account is blocked (`reason` is `IdentityPolicy.BlockAccountReason`'s raw value); no
+    /// plaintext is returned and nothing is created for it.
+    case accountBlocked(identity: Identity, reason: Int)
 
-    /// The stable numeric code of the case, 100...107.
+    /// The stable numeric code of the case.
     public var code: Int {
         switch self {
         case .invalidEnvelope: return 100
@@ -54,6 +58,7 @@ public enum ProtectionError: Error, Equatable, Sendable, CustomStringConvertible
         case .fileNotFound: return 105
         case .ioFailure: return 106
         case .cryptoBackendFailure: return 107
+        case .accountBlocked: return 109
         }
     }
 
@@ -75,6 +80,8 @@ public enum ProtectionError: Error, Equatable, Sendable, CustomStringConvertible
             return "ProtectionError 106: \(operation) failed for \(path): \(ProtectionError.errnoName(errno))"
         case let .cryptoBackendFailure(detail):
             return "ProtectionError 107: crypto backend failure: \(detail)"
+        case let .accountBlocked(identity, reason):
+            return "ProtectionError 109: \(identity.debugDescription) is blocked (reason \(reason))"
         }
     }
 

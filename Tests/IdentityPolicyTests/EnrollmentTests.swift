@@ -112,9 +112,9 @@ struct EnrollmentTests {
         #expect(fixture.service.calls.count == 0)
     }
 
-    @Test("only one enrolled account: the same again is 208, another is 227")
+    @Test("one managed account (maxManagedAccounts = 1): the same again is 208, another is 227")
     func oneAccount() async {
-        let fixture = EnrollmentFixture()
+        let fixture = EnrollmentFixture(settings: .singleManagedAccount)
         await fixture.enrollment.registerAndEnrollAccount(alice)
         #expect(await fixture.enrollment.registerAndEnrollAccount(alice).statusCode == .alreadyEnrolled)
         #expect(await fixture.enrollment.registerAndEnrollAccount(bob).statusCode == .singleManagedAccountMode)
@@ -239,9 +239,9 @@ struct EnrollmentTests {
         #expect(await fixture.enrollment.start() == nil)
     }
 
-    @Test("concurrent enrollments of different accounts: exactly one is enrolled")
+    @Test("one managed account (maxManagedAccounts = 1): of concurrent enrollments, exactly one is enrolled")
     func concurrentEnrollments() async {
-        let fixture = EnrollmentFixture()
+        let fixture = EnrollmentFixture(settings: .singleManagedAccount)
         let accounts = (0..<16).map { Identity("user\($0)@contoso.com") }
         let statuses = await withTaskGroup(of: EnrollmentStatus.self) { group in
             for account in accounts { group.addTask { await fixture.enrollment.registerAndEnrollAccount(account) } }

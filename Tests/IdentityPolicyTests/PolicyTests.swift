@@ -13,11 +13,11 @@ struct PolicyTests {
         allowedOpenLocations: [.oneDriveForBusiness, .camera], isFileEncryptionRequired: true,
         notificationPolicy: .blockOrgData, appConfiguration: ["theme": .string("dark")])
 
-    @Test("no identity, unmanaged and non-primary accounts get the unrestricted policy", arguments: [
+    @Test("one managed account (maxManagedAccounts = 1): no identity, unmanaged and non-primary accounts get the unrestricted policy", arguments: [
         Identity?.none, .some(.unmanaged), .some(dave), .some(bob),
     ])
     func unrestricted(identity: Identity?) {
-        let manager = makeManager(policySource: StaticPolicySource([alice: Self.restricted, bob: Self.restricted]))
+        let manager = makeManager(settings: .singleManagedAccount, policySource: StaticPolicySource([alice: Self.restricted, bob: Self.restricted]))
         let policy = manager.policy(for: identity)
         #expect(policy == .unrestricted)
         #expect(!policy.isRestricted && !policy.isFileEncryptionRequired)

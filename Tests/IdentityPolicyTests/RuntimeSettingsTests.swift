@@ -22,7 +22,8 @@ struct RuntimeSettingsTests {
         let json = """
         {"multiIdentity": true, "autoEnrollOnLaunch": true, "policyRequired": true,
          "enrollmentRetryInterval": 60, "policyRefreshInterval": 30.5, "delegateTimeout": 2,
-         "allowedAccounts": ["Alice@Contoso.com"], "policyDirectory": "/etc/policies", "policyPollInterval": 1}
+         "allowedAccounts": ["Alice@Contoso.com"], "policyDirectory": "/etc/policies", "policyPollInterval": 1,
+         "maxManagedAccounts": 3}
         """
         let settings = try RuntimeSettings(json: Data(json.utf8))
         #expect(settings.multiIdentity && settings.autoEnrollOnLaunch && settings.policyRequired)
@@ -32,7 +33,8 @@ struct RuntimeSettingsTests {
         #expect(settings.allowedAccounts == [alice])
         #expect(settings.policyDirectory == "/etc/policies")
         #expect(settings.policyPollInterval == 1)
-        #expect(RuntimeSettings.keys.count == 9)
+        #expect(settings.maxManagedAccounts == 3)
+        #expect(RuntimeSettings.keys.count == 10)
     }
 
     @Test("an empty object gives the defaults")

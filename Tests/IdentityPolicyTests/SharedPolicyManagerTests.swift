@@ -82,6 +82,8 @@ struct EventTests {
             var iterator = stream.makeAsyncIterator()
             #expect(await iterator.next() == .primaryUserDidChange(alice))
             #expect(await iterator.next() == .policyDidChange)
+            #expect(await iterator.next() == .accountPoliciesDidChange(accounts: [alice], tenants: []))
+            #expect(await iterator.next() == .accountManaged(alice))
             #expect(await iterator.next() == .uiIdentityDidChange(window: "w", identity: dave))
         }
     }

@@ -73,6 +73,15 @@ struct RecordingCheck: ConditionalLaunchCheck {
     }
 }
 
+extension RuntimeSettings {
+    /// The SDK guide's original model: one managed account, the primary user.
+    static var singleManagedAccount: RuntimeSettings {
+        var settings = RuntimeSettings()
+        settings.maxManagedAccounts = 1
+        return settings
+    }
+}
+
 /// A manager whose primary user is alice, with the given checks.
 func makeManager(
     checks: [any ConditionalLaunchCheck] = [], settings: RuntimeSettings = RuntimeSettings(),

@@ -65,10 +65,10 @@ struct UIPolicyIdentityTests {
         #expect(manager.uiPolicyIdentity(for: window) == nil)
     }
 
-    @Test("a managed identity other than the primary user is not allowed")
+    @Test("one managed account (maxManagedAccounts = 1): a managed identity other than the primary user is not allowed")
     func secondManagedIdentity() async {
         let source = StaticPolicySource([bob: Policy(identity: nil)])
-        let manager = makeManager(policySource: source)
+        let manager = makeManager(settings: .singleManagedAccount, policySource: source)
         #expect(await switchUI(manager, dave, window: window) == .success)
         #expect(await switchUI(manager, bob, window: window) == .notAllowed)
         #expect(manager.uiPolicyIdentity(for: window) == dave)

@@ -27,6 +27,19 @@ public protocol PolicyDelegate: AnyObject, Sendable {
     ///   every file the account owns under the protected roots and destroy its keys.
     func wipeData(forAccount account: Identity) -> Bool
 
+    /// `account` was blocked for `reason` (see ``BlockAccountReason``): remove it from view (in `window`, when
+    /// the block came from a switch there; `nil` otherwise) and drop what the app holds for it (sessions,
+    /// caches, in-flight work), then answer ``BlockAccountResult/success``. Called once per block, when the
+    /// account goes from unblocked to blocked, never while the runtime holds a lock.
+    ///
+    /// The runtime refuses the account's switches, admissions and data whatever the answer.
+    /// ``BlockAccountResult/failed``, or no answer within ``RuntimeSettings/delegateTimeout``, means the app
+    /// could not drop the account's state: the runtime then calls ``restartApplication()`` (a service drains
+    /// and exits, and its supervisor starts it clean). The default answers `.success`.
+    func blockAccount(
+        _ account: Identity, reason: BlockAccountReason, window: WindowID?,
+        completionHandler: @escaping @Sendable (BlockAccountResult) -> Void)
+
     /// The runtime needs a fresh start of the app's state (e.g. a policy that requires it was removed).
     ///
     /// A library never terminates its host process. Return `true` when the app handled it: an app tears down
@@ -49,6 +62,13 @@ extension PolicyDelegate {
     }
 
     public func wipeData(forAccount account: Identity) -> Bool { false }
+
+    public func blockAccount(
+        _ account: Identity, reason: BlockAccountReason, window: WindowID?,
+        completionHandler: @escaping @Sendable (BlockAccountResult) -> Void
+    ) {
+        completionHandler(.success)
+    }
 
     public func restartApplication() -> Bool { false }
 }

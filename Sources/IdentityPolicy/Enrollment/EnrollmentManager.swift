@@ -1,8 +1,9 @@
 import Foundation
 import IdentityRuntime
 
-/// Registers and enrolls accounts (the analog of `IntuneMAMEnrollmentManager`). One account is enrolled
-/// (managed) at a time; it becomes the ``PolicyManager/primaryUser``.
+/// Registers and enrolls accounts (the analog of `IntuneMAMEnrollmentManager`). Any number of accounts are
+/// enrolled (managed) at once, up to ``RuntimeSettings/maxManagedAccounts``; the first enrolled is the
+/// ``PolicyManager/primaryUser``. Status codes, retries and policy check-ins are per account.
 ///
 /// ```swift
 /// let enrollment = EnrollmentManager(policyManager: .shared, service: LocalEnrollmentService(policySource: source))
@@ -16,8 +17,8 @@ import IdentityRuntime
 /// | any | enroll `""` | 207 `nilAccount` |
 /// | not in ``allowedAccounts`` | enroll | 209 `notEmmAccount`, not registered |
 /// | enrolled | enroll again | 208 `alreadyEnrolled` |
-/// | another account enrolled | enroll | 227 `singleManagedAccountMode`, not registered |
-/// | registered | enroll, service 1xx | enrolled, primary user, check-ins every ``RuntimeSettings/policyRefreshInterval`` |
+/// | ``RuntimeSettings/maxManagedAccounts`` accounts enrolled | enroll another | 227 `singleManagedAccountMode`, not registered |
+/// | registered | enroll, service 1xx | enrolled (managed; the primary user if it is the first), its own check-ins every ``RuntimeSettings/policyRefreshInterval`` |
 /// | registered | enroll, retryable 2xx | stays registered, retried every ``RuntimeSettings/enrollmentRetryInterval`` |
 /// | registered | enroll, 209/210/211 | deregistered, no retry |
 /// | registered | enroll, other 2xx | stays registered, no retry |
@@ -33,10 +34,10 @@ public final class EnrollmentManager: Sendable {
 
     private struct State {
         var registered: [Identity] = []
-        var enrolled: Identity?
-        var allowedAccounts: [Identity]?
+        /// In enrollment order.
+        var enrolled: [Identity] = []
         var retries: [Identity: any ScheduledWork] = [:]
-        var refresh: (any ScheduledWork)?
+        var refreshes: [Identity: any ScheduledWork] = [:]
         var delegate: (any EnrollmentDelegate)?
     }
 
@@ -49,14 +50,12 @@ public final class EnrollmentManager: Sendable {
         self.policyManager = policyManager
         self.service = service
         self.scheduler = scheduler
-        var initial = State()
-        initial.allowedAccounts = policyManager.settings.allowedAccounts
-        state = LockedValue(initial)
+        state = LockedValue(State())
     }
 
     deinit {
         state.withLock { state in
-            state.refresh?.cancel()
+            state.refreshes.values.forEach { $0.cancel() }
             state.retries.values.forEach { $0.cancel() }
         }
     }
@@ -72,22 +71,23 @@ public final class EnrollmentManager: Sendable {
         state.withLock { $0.registered }
     }
 
-    /// The enrolled (managed) account.
+    /// The first account this manager enrolled that is still enrolled (the primary user, when the app does
+    /// not set one itself).
     public var enrolledAccount: Identity? {
+        state.withLock { $0.enrolled.first }
+    }
+
+    /// Every account this manager enrolled, in enrollment order.
+    public var enrolledAccounts: [Identity] {
         state.withLock { $0.enrolled }
     }
 
-    /// The only accounts that may enroll (`nil`: any). Starts as ``RuntimeSettings/allowedAccounts``; a change
-    /// posts `.allowedAccountsDidChange`.
+    /// The only accounts that may enroll (`nil`: any): the policy manager's
+    /// ``PolicyManager/allowedAccounts`` (``RuntimeSettings/allowedAccounts``), which also refuses switches to
+    /// other accounts. A change posts `.allowedAccountsDidChange`.
     public var allowedAccounts: [Identity]? {
-        get { state.withLock { $0.allowedAccounts } }
-        set {
-            let changed = state.withLock { state in
-                defer { state.allowedAccounts = newValue }
-                return state.allowedAccounts != newValue
-            }
-            if changed { policyManager.send(.allowedAccountsDidChange(newValue)) }
-        }
+        get { policyManager.allowedAccounts }
+        set { policyManager.allowedAccounts = newValue }
     }
 
     /// With ``RuntimeSettings/autoEnrollOnLaunch``, asks the policy delegate to add the first allowed account
@@ -105,17 +105,28 @@ public final class EnrollmentManager: Sendable {
     }
 
     /// Registers `account` and enrolls it. See the transition table.
+    ///
+    /// - Parameters:
+    ///   - tenantID: the account's tenant, when known (recorded with ``PolicyManager/registerAccount(_:tenantID:objectID:)``;
+    ///     otherwise its tenant is the domain of its name).
+    ///   - objectID: the account's directory object ID, when known.
     @discardableResult
-    public func registerAndEnrollAccount(_ account: Identity) async -> EnrollmentStatus {
+    public func registerAndEnrollAccount(
+        _ account: Identity, tenantID: TenantID? = nil, objectID: String? = nil
+    ) async -> EnrollmentStatus {
         enum Gate { case refuse(EnrollmentStatusCode, String), proceed }
+        let allowed = policyManager.allowedAccounts
+        let limit = policyManager.settings.maxManagedAccounts
+        let managed = policyManager.enrolledAccounts
         let gate = state.withLock { state -> Gate in
             if account.isUnmanaged { return .refuse(.nilAccount, "no account given") }
-            if let allowed = state.allowedAccounts, !allowed.contains(account) {
+            if let allowed, !allowed.contains(account) {
                 return .refuse(.notEmmAccount, "\(account.name) is not an allowed account")
             }
-            if state.enrolled == account { return .refuse(.alreadyEnrolled, "\(account.name) is enrolled already") }
-            if let other = state.enrolled {
-                return .refuse(.singleManagedAccountMode, "\(other.name) is the managed account; unenroll it first")
+            if state.enrolled.contains(account) { return .refuse(.alreadyEnrolled, "\(account.name) is enrolled already") }
+            let counted = Self.managedAccounts(state.enrolled, managed)
+            if let limit, counted.count >= limit {
+                return .refuse(.singleManagedAccountMode, Self.limitMessage(limit, enrolled: counted))
             }
             if !state.registered.contains(account) { state.registered.append(account) }
             state.retries.removeValue(forKey: account)?.cancel()
@@ -124,12 +135,16 @@ public final class EnrollmentManager: Sendable {
         if case let .refuse(code, message) = gate {
             return report(EnrollmentStatus(identity: account, statusCode: code, errorString: message), .enrollment)
         }
+        if tenantID != nil || objectID != nil {
+            policyManager.registerAccount(account, tenantID: tenantID, objectID: objectID)
+        }
         updateClaims()
         let response = await service.enroll(account)
         var code = response.statusCode
         var message = response.message
         let retryInterval = policyManager.settings.enrollmentRetryInterval
         let refreshInterval = policyManager.settings.policyRefreshInterval
+        let managedNow = policyManager.enrolledAccounts
         let enrolled = state.withLock { state -> Bool in
             guard state.registered.contains(account) else {
                 code = .reEnrollForUnenrolledUser
@@ -137,15 +152,16 @@ public final class EnrollmentManager: Sendable {
                 return false
             }
             if code.isSuccess {
-                if let other = state.enrolled, other != account {
+                let counted = Self.managedAccounts(state.enrolled, managedNow)
+                if let limit, counted.count >= limit, !counted.contains(account) {
                     code = .singleManagedAccountMode
-                    message = "\(other.name) enrolled first"
+                    message = Self.limitMessage(limit, enrolled: counted) + " (enrolled meanwhile)"
                     state.registered.removeAll { $0 == account }
                     return false
                 }
-                state.enrolled = account
-                state.refresh?.cancel()
-                state.refresh = scheduleRefresh(after: refreshInterval)
+                if !state.enrolled.contains(account) { state.enrolled.append(account) }
+                state.refreshes.removeValue(forKey: account)?.cancel()
+                state.refreshes[account] = scheduleRefresh(of: account, after: refreshInterval)
                 return true
             }
             if code.requiresAccountRemoval {
@@ -158,7 +174,7 @@ public final class EnrollmentManager: Sendable {
             }
             return false
         }
-        if enrolled { policyManager.setPrimaryUser(account) }
+        if enrolled { policyManager.setEnrolled(account, true) }
         updateClaims()
         let status = report(EnrollmentStatus(identity: account, statusCode: code, errorString: message), .enrollment)
         if enrolled, code == .wipeReceived {
@@ -170,26 +186,47 @@ public final class EnrollmentManager: Sendable {
     private func retry(_ account: Identity) async {
         let due = state.withLock { state -> Bool in
             guard state.retries.removeValue(forKey: account) != nil else { return false }
-            return state.registered.contains(account) && state.enrolled == nil
+            return state.registered.contains(account) && !state.enrolled.contains(account)
         }
         if due { await registerAndEnrollAccount(account) }
     }
 
-    /// Checks in for the enrolled account's policy now (it also happens every
-    /// ``RuntimeSettings/policyRefreshInterval``). 100 posts `.policyDidChange`; 102 wipes and unenrolls.
+    /// The accounts that count against ``RuntimeSettings/maxManagedAccounts``: those this manager enrolled (read
+    /// under its lock, so concurrent enrollments see each other) and those the policy manager has enrolled
+    /// otherwise (``PolicyManager/setPrimaryUser(_:)``).
+    private static func managedAccounts(_ own: [Identity], _ policyManagers: [Identity]) -> [Identity] {
+        own + policyManagers.filter { !own.contains($0) }
+    }
+
+    private static func limitMessage(_ limit: Int, enrolled: [Identity]) -> String {
+        let names = enrolled.map(\.name).joined(separator: ", ")
+        return "at most \(limit) managed account\(limit == 1 ? "" : "s") (maxManagedAccounts); enrolled: \(names); unenroll one first"
+    }
+
+    /// Checks in for the first enrolled account's policy now; see ``refreshPolicy(for:)``.
     @discardableResult
     public func refreshPolicy() async -> EnrollmentStatus? {
         guard let account = enrolledAccount else { return nil }
+        return await refreshPolicy(for: account)
+    }
+
+    /// Checks in for `account`'s policy now (it also happens every ``RuntimeSettings/policyRefreshInterval``
+    /// for each enrolled account). 100 posts `.policyDidChange`; 102 wipes and unenrolls the account.
+    /// - Returns: `nil` when `account` is not enrolled through this manager.
+    @discardableResult
+    public func refreshPolicy(for account: Identity) async -> EnrollmentStatus? {
+        guard state.withLock({ $0.enrolled.contains(account) }) else { return nil }
         let response = await service.checkIn(account)
         let interval = policyManager.settings.policyRefreshInterval
         state.withLock { state in
-            guard state.enrolled == account else { return }
-            state.refresh?.cancel()
-            state.refresh = scheduleRefresh(after: interval)
+            guard state.enrolled.contains(account) else { return }
+            state.refreshes.removeValue(forKey: account)?.cancel()
+            state.refreshes[account] = scheduleRefresh(of: account, after: interval)
         }
         let status = report(EnrollmentStatus(identity: account, statusCode: response.statusCode, errorString: response.message), .policy)
         switch response.statusCode {
-        case .newPoliciesReceived: policyManager.send(.policyDidChange)
+        case .newPoliciesReceived:
+            policyManager.broadcaster.send(.policyDidChange, object: policyManager, userInfo: ["accounts": [account.name], "tenants": [String]()])
         case .wipeReceived, .policyRecordGone: _ = await deRegisterAndUnenrollAccount(account, withWipe: response.statusCode == .wipeReceived)
         default: break
         }
@@ -201,9 +238,9 @@ public final class EnrollmentManager: Sendable {
     @discardableResult
     public func deRegisterAndUnenrollAccount(_ account: Identity, withWipe: Bool) async -> EnrollmentStatus {
         let wasEnrolled = state.withLock { state -> Bool? in
-            guard state.registered.contains(account) || state.enrolled == account else { return nil }
+            guard state.registered.contains(account) || state.enrolled.contains(account) else { return nil }
             state.retries.removeValue(forKey: account)?.cancel()
-            return state.enrolled == account
+            return state.enrolled.contains(account)
         }
         guard let wasEnrolled else {
             return report(EnrollmentStatus(identity: account, statusCode: .notEnrolledAccount, errorString: "\(account.name) is not registered"), .unenroll)
@@ -215,13 +252,10 @@ public final class EnrollmentManager: Sendable {
         }
         state.withLock { state in
             state.registered.removeAll { $0 == account }
-            if state.enrolled == account {
-                state.enrolled = nil
-                state.refresh?.cancel()
-                state.refresh = nil
-            }
+            state.enrolled.removeAll { $0 == account }
+            state.refreshes.removeValue(forKey: account)?.cancel()
         }
-        if wasEnrolled { policyManager.setPrimaryUser(nil) }
+        if wasEnrolled { policyManager.setEnrolled(account, false) }
         updateClaims()
         if withWipe { await policyManager.wipeData(forAccount: account) }
         return report(EnrollmentStatus(identity: account, statusCode: .unenrollmentSuccess, errorString: message), .unenroll)
@@ -229,15 +263,15 @@ public final class EnrollmentManager: Sendable {
 
     // MARK: Helpers
 
-    private func scheduleRefresh(after seconds: TimeInterval) -> any ScheduledWork {
+    private func scheduleRefresh(of account: Identity, after seconds: TimeInterval) -> any ScheduledWork {
         scheduler.schedule(after: seconds) { [weak self] in
             guard let self else { return }
-            Task { await self.refreshPolicy() }
+            Task { await self.refreshPolicy(for: account) }
         }
     }
 
     private func updateClaims() {
-        let claimed = state.withLock { state in Set(state.registered).subtracting(state.enrolled.map { [$0] } ?? []) }
+        let claimed = state.withLock { state in Set(state.registered).subtracting(state.enrolled) }
         policyManager.setClaimedAccounts(claimed)
     }
 

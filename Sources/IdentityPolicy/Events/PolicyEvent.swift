@@ -3,8 +3,21 @@ import IdentityRuntime
 /// Everything the policy module announces, for Swift concurrency users: the `Notification.Name`s as values.
 /// Read them from ``PolicyManager/events``.
 public enum PolicyEvent: Sendable, Hashable {
-    /// See `Notification.Name.policyDidChange`.
+    /// See `Notification.Name.policyDidChange`. Followed by ``accountPoliciesDidChange(accounts:tenants:)`` when
+    /// the manager knows which accounts changed.
     case policyDidChange
+    /// The policies of these known accounts (sorted by name) and of these tenants (sorted) changed: added,
+    /// removed or edited. Accounts managed only through a tenant's domain document are covered by `tenants`.
+    case accountPoliciesDidChange(accounts: [Identity], tenants: [TenantID])
+    /// The account became managed (enrolled, or given a policy). See
+    /// `Notification.Name.managedAccountsDidChange`.
+    case accountManaged(Identity)
+    /// The account is no longer managed (unenrolled, or its policy removed).
+    case accountUnmanaged(Identity)
+    /// The account became blocked, for `reason`. See `Notification.Name.blockedAccountsDidChange`.
+    case accountBlocked(Identity, reason: BlockAccountReason)
+    /// Every cause of the account's block cleared.
+    case accountUnblocked(Identity)
     /// See `Notification.Name.wipeDidComplete`.
     case wipeDidComplete(account: Identity)
     /// See `Notification.Name.uiIdentityDidChange`.

@@ -23,18 +23,24 @@ final class PolicyEventBroadcaster: Sendable {
         return stream
     }
 
-    /// Posts `event` to the notification center (with `object`) and yields it to every subscriber. Call outside
-    /// every lock.
-    func send(_ event: PolicyEvent, object: AnyObject) {
+    /// Posts `event`'s notification to the notification center (with `object`; `userInfo` replaces the
+    /// event's own) and yields the event to every subscriber. Call outside every lock.
+    func send(_ event: PolicyEvent, object: AnyObject, userInfo: [AnyHashable: Any]? = nil) {
         let continuations = subscribers.withLock { Array($0.continuations.values) }
         for continuation in continuations { continuation.yield(event) }
-        let (name, userInfo) = Self.notification(for: event)
-        notificationCenter.post(name: name, object: object, userInfo: userInfo)
+        guard let (name, info) = Self.notification(for: event) else { return }
+        notificationCenter.post(name: name, object: object, userInfo: userInfo ?? info)
     }
 
-    private static func notification(for event: PolicyEvent) -> (Notification.Name, [AnyHashable: Any]?) {
+    /// The notification of `event`; `nil` for events whose content a notification carries already.
+    private static func notification(for event: PolicyEvent) -> (Notification.Name, [AnyHashable: Any]?)? {
         switch event {
         case .policyDidChange: return (.policyDidChange, nil)
+        case .accountPoliciesDidChange: return nil
+        case let .accountManaged(account): return (.managedAccountsDidChange, ["account": account.name, "managed": true])
+        case let .accountUnmanaged(account): return (.managedAccountsDidChange, ["account": account.name, "managed": false])
+        case let .accountBlocked(account, reason): return (.blockedAccountsDidChange, ["account": account.name, "reason": reason.rawValue])
+        case let .accountUnblocked(account): return (.blockedAccountsDidChange, ["account": account.name])
         case let .wipeDidComplete(account): return (.wipeDidComplete, ["account": account.name])
         case let .uiIdentityDidChange(window, identity):
             var info: [AnyHashable: Any] = ["window": window.rawValue]

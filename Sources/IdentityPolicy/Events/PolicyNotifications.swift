@@ -1,9 +1,17 @@
 import Foundation
 
 extension Notification.Name {
-    /// The policy of some identity changed (a document changed on disk, enrollment received a new policy,
-    /// the primary user changed). `object`: the ``PolicyManager``.
+    /// The policy of some identity changed (a document changed on disk, enrollment received a new policy, an
+    /// account was enrolled or unenrolled). `object`: the ``PolicyManager``; `userInfo["accounts"]`: the names
+    /// of the known accounts whose policy changed, `userInfo["tenants"]`: the tenants whose document changed
+    /// (both absent after a check-in that does not say).
     public static let policyDidChange = Notification.Name("IdentityPolicy.policyDidChange")
+    /// An account became managed or stopped being managed. `userInfo["account"]`: its name;
+    /// `userInfo["managed"]`: `true` or `false`.
+    public static let managedAccountsDidChange = Notification.Name("IdentityPolicy.managedAccountsDidChange")
+    /// An account was blocked or unblocked. `userInfo["account"]`: its name; `userInfo["reason"]`: the
+    /// ``BlockAccountReason`` raw value (absent when unblocked).
+    public static let blockedAccountsDidChange = Notification.Name("IdentityPolicy.blockedAccountsDidChange")
     /// A selective wipe finished. `object`: the ``PolicyManager``; `userInfo["account"]`: the account's name.
     public static let wipeDidComplete = Notification.Name("IdentityPolicy.wipeDidComplete")
     /// The UI identity of a window changed through a handshake. `userInfo["window"]`, `userInfo["identity"]`

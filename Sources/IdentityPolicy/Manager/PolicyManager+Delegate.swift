@@ -7,6 +7,9 @@ extension PolicyManager {
     ///
     /// - The delegate may answer on any thread, synchronously or later, exactly once. Later answers are
     ///   ignored and reported as runtime issues.
+    /// - A blocked, disallowed or claimed account (the rule 1 of
+    ///   ``setUIPolicyIdentity(_:for:completionQueue:completionHandler:)``): `.notAllowed` at once, without
+    ///   asking the delegate.
     /// - No delegate: `.failed` at once. No answer within ``RuntimeSettings/delegateTimeout`` seconds:
     ///   `.failed`. The calling task cancelled before the answer: `.canceled`.
     /// - On `.success` the runtime sets the window's UI identity to `identity` itself (superseding an
@@ -14,7 +17,10 @@ extension PolicyManager {
     public func requestIdentitySwitch(
         to identity: Identity, reason: IdentitySwitchReason, window: WindowID? = nil
     ) async -> SwitchIdentityResult {
-        let (delegate, timeout) = state.withLock { ($0.delegate, $0.settings.delegateTimeout) }
+        let (delegate, timeout, standing) = state.withLock {
+            ($0.delegate, $0.settings.delegateTimeout, Self.switchStanding(of: identity, in: $0))
+        }
+        guard standing != .refused else { return .notAllowed }
         guard let delegate else { return .failed }
         let window = resolve(window)
         let result = await DelegateAnswer<SwitchIdentityResult>.wait(

@@ -5,17 +5,21 @@ extension PolicyManager {
     /// Switches the UI identity of `window` (`nil`: the key window): the app-initiated handshake.
     ///
     /// Rules (DESIGN §4), in the order they apply:
-    /// 1. `.notAllowed`, at once and without touching anything: `identity` is an account another component
-    ///    manages (not the primary user); or the caller is on the main thread with a thread identity that
-    ///    differs from `identity`.
+    /// 1. `.notAllowed`, at once and without touching anything: `identity` is blocked (``blockReason(for:)``),
+    ///    outside ``allowedAccounts``, or claimed (see ``RuntimeSettings/maxManagedAccounts``); or the caller
+    ///    is on the main thread with a thread identity that differs from `identity`.
     /// 2. `nil` clears the window's UI identity; ``Identity/unmanaged`` and unmanaged accounts switch at once.
     ///    Both complete `.success`.
-    /// 3. The primary user runs the ``conditionalLaunchChecks`` in order, in a task whose thread identity is
+    /// 3. A managed account runs the ``conditionalLaunchChecks`` in order, in a task whose thread identity is
     ///    `identity`. All pass: the UI identity is set, `.success`. The first that cancels: `.canceled`; fails:
-    ///    `.failed`. The UI identity is unchanged unless the result is `.success`.
+    ///    `.failed`; the account is then blocked (``BlockAccountReason/conditionalLaunchCanceled`` or
+    ///    ``BlockAccountReason/conditionalLaunchBlocked``) until ``unblockAccount(_:reason:)``. The UI identity
+    ///    is unchanged unless the result is `.success`. Switching from one managed account to another is
+    ///    allowed; the new account's checks run.
     /// 4. A newer call for the same window (rule 2 or 3) supersedes a call still running its checks: the
-    ///    older call completes `.canceled` at once and its checks' task is cancelled. A rejected call (rule 1)
-    ///    supersedes nothing. Among calls for one window, the last one accepted wins.
+    ///    older call completes `.canceled` at once and its checks' task is cancelled (a superseded call blocks
+    ///    nothing). A rejected call (rule 1) supersedes nothing. Among calls for one window, the last one
+    ///    accepted wins.
     ///
     /// Every call completes exactly once, on `completionQueue` (default: a global queue, so a program that
     /// never runs the main loop cannot hang), never while the manager holds a lock. The handler is always
@@ -25,7 +29,7 @@ extension PolicyManager {
         completionQueue: DispatchQueue = .global(),
         completionHandler: @escaping @Sendable (SwitchIdentityResult) -> Void = { _ in }
     ) {
-        startSwitch(identity, window: window, completion: Completion(queue: completionQueue, handler: completionHandler))
+        startSwitch(identity.map { [$0] } ?? [], window: window, completion: Completion(queue: completionQueue, handler: completionHandler))
     }
 
     /// The `async` twin of ``setUIPolicyIdentity(_:for:completionQueue:completionHandler:)``: the same rules,
@@ -38,54 +42,113 @@ extension PolicyManager {
     public func setUIPolicyIdentity(
         _ identity: Identity?, for window: WindowID? = nil, isolation: isolated (any Actor)? = #isolation
     ) async -> SwitchIdentityResult {
+        await setUIPolicyIdentities(identity.map { [$0] } ?? [], for: window)
+    }
+
+    /// Makes `window` (`nil`: the key window) show several accounts at once, such as a view of two mailboxes:
+    /// the same handshake as ``setUIPolicyIdentity(_:for:completionQueue:completionHandler:)`` over every
+    /// account.
+    ///
+    /// - Any account refused by rule 1 makes the whole call `.notAllowed`; on the main thread, the thread
+    ///   identity (if any) must be one of `identities`.
+    /// - Every managed account's checks run, account after account (each with its own thread identity), in
+    ///   the order given; the first that does not pass decides the result and blocks that account.
+    /// - An empty list clears the window. Duplicates are dropped.
+    ///
+    /// While the window shows several accounts, ``policy(forWindow:)`` on the main thread is their combined
+    /// policy (``policy(for:)-(Collection)``) and ``uiPolicyIdentity(for:)`` is the first of them.
+    public func setUIPolicyIdentities(
+        _ identities: [Identity], for window: WindowID? = nil,
+        completionQueue: DispatchQueue = .global(),
+        completionHandler: @escaping @Sendable (SwitchIdentityResult) -> Void = { _ in }
+    ) {
+        startSwitch(identities, window: window, completion: Completion(queue: completionQueue, handler: completionHandler))
+    }
+
+    /// The `async` twin of ``setUIPolicyIdentities(_:for:completionQueue:completionHandler:)``.
+    @discardableResult
+    public func setUIPolicyIdentities(
+        _ identities: [Identity], for window: WindowID? = nil, isolation: isolated (any Actor)? = #isolation
+    ) async -> SwitchIdentityResult {
         let onMain = IdentityContext.isOnMainThread
         let thread = IdentityContext.currentThreadIdentity
         return await withCheckedContinuation { continuation in
             startSwitch(
-                identity, window: window,
+                identities, window: window,
                 completion: Completion(queue: nil) { continuation.resume(returning: $0) },
                 onMainThread: onMain, threadIdentity: thread)
         }
     }
 
+    /// Every identity `window` (`nil`: the key window) shows, in the order they were set; empty when none.
+    public func uiPolicyIdentities(for window: WindowID? = nil) -> [Identity] {
+        let window = resolve(window)
+        return state.withLock { $0.switches.identities(for: window) }
+    }
+
     func startSwitch(
-        _ identity: Identity?, window: WindowID?, completion: Completion<SwitchIdentityResult>,
+        _ requested: [Identity], window: WindowID?, completion: Completion<SwitchIdentityResult>,
         onMainThread: Bool = IdentityContext.isOnMainThread,
         threadIdentity: Identity? = IdentityContext.currentThreadIdentity
     ) {
         let window = resolve(window)
-        let classification = classify(identity)
-        if let identity, onMainThread, let threadIdentity, threadIdentity != identity {
-            return completion.deliver(.notAllowed)
-        }
-        if classification == .otherManaged {
+        var identities: [Identity] = []
+        for identity in requested where !identities.contains(identity) { identities.append(identity) }
+        if onMainThread, let threadIdentity, !identities.isEmpty, !identities.contains(threadIdentity) {
             return completion.deliver(.notAllowed)
         }
         let attempt = SwitchAttempt()
-        let (action, checks) = state.withLock { state in
+        let decision = state.withLock { state -> (action: UISwitchStateMachine.StartAction, managed: [Identity], checks: [any ConditionalLaunchCheck])? in
+            var managed: [Identity] = []
+            for identity in identities {
+                switch Self.switchStanding(of: identity, in: state) {
+                case .refused: return nil
+                case .managed: managed.append(identity)
+                case .unmanaged: break
+                }
+            }
             let action = state.switches.start(
-                window: window, identity: identity, managed: classification == .managed,
+                window: window, identities: identities, needsChecks: !managed.isEmpty,
                 completion: completion, attempt: attempt)
             if case .applied = action, scope == .processWide {
-                IdentityContext.setUIPolicyIdentity(identity, for: window)
+                IdentityContext.setUIPolicyIdentity(identities.first, for: window)
             }
-            return (action, state.checks)
+            return (action, managed, state.checks)
         }
+        guard let (action, managed, checks) = decision else { return completion.deliver(.notAllowed) }
         switch action {
         case let .applied(superseded):
             superseded.map(cancel)
             completion.deliver(.success)
-            send(.uiIdentityDidChange(window: window, identity: identity))
+            send(.uiIdentityDidChange(window: window, identity: identities.first))
         case let .runChecks(token, superseded):
             superseded.map(cancel)
-            guard let identity else { return }
             let task = Task.detached { [weak self] in
-                let outcome = await IdentityContext.withThreadIdentity(identity) {
-                    await Self.run(checks, identity: identity, window: window, attempt: attempt)
+                var verdict: (outcome: ConditionalLaunchOutcome, account: Identity?) = (.passes, nil)
+                for identity in managed where verdict.outcome == .passes {
+                    let outcome = await IdentityContext.withThreadIdentity(identity) {
+                        await Self.run(checks, identity: identity, window: window, attempt: attempt)
+                    }
+                    verdict = (outcome, identity)
                 }
-                self?.finishSwitch(window: window, token: token, outcome: outcome)
+                self?.finishSwitch(window: window, token: token, outcome: verdict.outcome, account: verdict.account)
             }
             attempt.setTask(task)
+        }
+    }
+
+    enum SwitchStanding { case refused, managed, unmanaged }
+
+    /// DESIGN §4 rule 1 for one account, under the lock: refused when blocked, outside ``allowedAccounts`` or
+    /// claimed; otherwise managed (its checks run) or unmanaged (switches at once).
+    static func switchStanding(of identity: Identity, in state: State) -> SwitchStanding {
+        guard !identity.isUnmanaged else { return .unmanaged }
+        if blockReason(for: identity, in: state) != nil { return .refused }
+        if let allowed = state.settings.allowedAccounts, !allowed.contains(identity) { return .refused }
+        switch state.accounts.standing(of: identity) {
+        case .claimed: return .refused
+        case .managed: return .managed
+        case nil: return .unmanaged
         }
     }
 
@@ -100,7 +163,8 @@ extension PolicyManager {
         return .passes
     }
 
-    private func finishSwitch(window: WindowID, token: UInt64, outcome: ConditionalLaunchOutcome) {
+    /// The checks of `token` ended; `account` is the one whose checks decided the outcome.
+    private func finishSwitch(window: WindowID, token: UInt64, outcome: ConditionalLaunchOutcome, account: Identity?) {
         let action = state.withLock { state in
             let action = state.switches.finish(window: window, token: token, outcome: outcome)
             if case let .complete(_, _, applied) = action, applied, scope == .processWide {
@@ -109,6 +173,13 @@ extension PolicyManager {
             return action
         }
         guard case let .complete(completion, result, applied) = action else { return }
+        if let account {
+            switch outcome {
+            case .fails: block(account, reason: .conditionalLaunchBlocked, window: window)
+            case .cancels: block(account, reason: .conditionalLaunchCanceled, window: window)
+            case .passes: break
+            }
+        }
         completion.deliver(result)
         if applied { send(.uiIdentityDidChange(window: window, identity: uiPolicyIdentity(for: window))) }
     }

@@ -20,7 +20,8 @@ extension PolicyManager {
     /// On a background thread (never the main queue): the ``delegate``'s `wipeData(forAccount:)` runs.
     /// When it returns `false`, or there is no delegate, the runtime deletes every file `account` owns under
     /// ``fileProtection``'s roots and destroys its keys (also in ``keyStore``), so that copies elsewhere no
-    /// longer decrypt. Then windows showing `account` are cleared and `.wipeDidComplete` is posted (with
+    /// longer decrypt. Then `account` is removed from the windows showing it, its conditional-launch blocks
+    /// clear (its data is gone; the next switch runs the checks again), and `.wipeDidComplete` is posted (with
     /// the ``PolicyEvent/wipeDidComplete(account:)`` event), whatever the outcome.
     @discardableResult
     public func wipeData(forAccount account: Identity) async -> WipeReport {
@@ -52,13 +53,16 @@ extension PolicyManager {
         }
         let (windows, superseded) = state.withLock { state in
             let cleared = state.switches.clear(identity: account)
+            let windows = cleared.windows.map { ($0, state.switches.identity(for: $0)) }
             if scope == .processWide {
-                for window in cleared.windows { IdentityContext.setUIPolicyIdentity(nil, for: window) }
+                for (window, identity) in windows { IdentityContext.setUIPolicyIdentity(identity, for: window) }
             }
-            return cleared
+            return (windows, cleared.superseded)
         }
         superseded.forEach(cancel)
-        for window in windows { send(.uiIdentityDidChange(window: window, identity: nil)) }
+        unblockAccount(account, reason: .conditionalLaunchBlocked)
+        unblockAccount(account, reason: .conditionalLaunchCanceled)
+        for (window, identity) in windows { send(.uiIdentityDidChange(window: window, identity: identity)) }
         send(.wipeDidComplete(account: account))
         return report
     }

@@ -2,8 +2,9 @@ import Foundation
 import IdentityProtection
 import IdentityRuntime
 
-/// The policy module's entry point (the analog of `IntuneMAMPolicyManager`): who the managed (primary) user
-/// is, which identity each window shows, the identity-switch handshakes, policies, and the selective wipe.
+/// The policy module's entry point (the analog of `IntuneMAMPolicyManager`): which accounts are managed and
+/// under which policy, which are blocked, which identities each window shows, the identity-switch
+/// handshakes, and the selective wipe.
 ///
 /// ```swift
 /// let manager = PolicyManager.shared
@@ -20,10 +21,20 @@ import IdentityRuntime
 /// is ``Scope/isolated`` by default: it keeps its own levels and posts to its own notification center, so
 /// tests and embedded uses never touch process-wide state.
 ///
-/// ## Managed identities
-/// Only one identity is managed at a time: the ``primaryUser`` (the enrolled account). Another account is
-/// "claimed" when the policy source has a policy for it or the enrollment manager has it registered; a switch
-/// to a claimed account is ``SwitchIdentityResult/notAllowed``. Every other account is unmanaged.
+/// ## Managed, claimed, blocked and unmanaged accounts
+/// Any number of accounts are managed at once, each under its own policy: every enrolled account, and every
+/// account the ``policySource`` has a policy for (its own document, or its tenant's). An account belongs to
+/// the tenant it was registered or enrolled with (``registerAccount(_:tenantID:objectID:)``), else to the
+/// domain of its name. ``primaryUser`` is the first enrolled account: the default account of single-identity
+/// mode.
+///
+/// ``RuntimeSettings/maxManagedAccounts`` gives the device model of the SDK's first versions: only enrolled
+/// accounts are managed, at most that many. Another account with a policy, or registered for enrollment
+/// and not enrolled yet, is *claimed* (managed elsewhere): its policy here is ``Policy/unrestricted`` and a
+/// switch to it is ``SwitchIdentityResult/notAllowed``.
+///
+/// A managed account can be blocked (``blockedAccounts``, ``blockReason(for:)``): a switch to it is not
+/// allowed, and its data is refused. Every other account is unmanaged and gets ``Policy/unrestricted``.
 ///
 /// Thread-safe. The manager never calls out (delegate, checks, completion handlers, notifications) while it
 /// holds its lock.
@@ -44,7 +55,6 @@ public final class PolicyManager: Sendable {
 
     struct State {
         var settings: RuntimeSettings
-        var primaryUser: Identity?
         var processIdentity: Identity?
         var keyWindow: WindowID = .main
         var delegate: (any PolicyDelegate)?
@@ -52,8 +62,10 @@ public final class PolicyManager: Sendable {
         var policySource: (any PolicySource)?
         var fileProtection: FileProtectionManager?
         var keyStore: (any KeyStore)?
-        var claimedAccounts: Set<Identity> = []
         var switches = UISwitchStateMachine()
+        var accounts = AccountIndex()
+        /// The causes of each blocked account's block, but for its policy's (read from ``accounts``).
+        var blocks: [Identity: Set<BlockAccountReason>] = [:]
     }
 
     let state: LockedValue<State>
@@ -84,16 +96,41 @@ public final class PolicyManager: Sendable {
             directorySource.startPolling()
             source = directorySource
         }
-        state = LockedValue(State(settings: settings, policySource: source, fileProtection: fileProtection, keyStore: keyStore))
-        source?.setChangeHandler { [weak self] in self?.send(.policyDidChange) }
+        var initial = State(settings: settings, policySource: source, fileProtection: fileProtection, keyStore: keyStore)
+        _ = initial.accounts.configure(limit: settings.maxManagedAccounts, policyRequired: settings.policyRequired)
+        _ = initial.accounts.setPolicies(source?.policies ?? .empty)
+        state = LockedValue(initial)
+        source?.setChangeHandler { [weak self] in self?.reloadPolicies() }
     }
 
     // MARK: Configuration
 
-    /// The settings in force.
+    /// The settings in force. Changing ``RuntimeSettings/maxManagedAccounts`` or
+    /// ``RuntimeSettings/policyRequired`` re-evaluates every account; changing
+    /// ``RuntimeSettings/allowedAccounts`` posts `.allowedAccountsDidChange`.
     public var settings: RuntimeSettings {
         get { state.withLock { $0.settings } }
-        set { state.withLock { $0.settings = newValue } }
+        set {
+            let (allowedChanged, transitions) = updateAccounts { state in
+                let allowedChanged = state.settings.allowedAccounts != newValue.allowedAccounts
+                state.settings = newValue
+                return (allowedChanged, state.accounts.configure(limit: newValue.maxManagedAccounts, policyRequired: newValue.policyRequired))
+            }
+            if allowedChanged { send(.allowedAccountsDidChange(newValue.allowedAccounts)) }
+            announce(transitions, policiesChanged: !transitions.isEmpty)
+        }
+    }
+
+    /// The only accounts that may be used (`nil`: any): ``RuntimeSettings/allowedAccounts``. A switch to, or
+    /// an enrollment of, another account is refused; ``Identity/unmanaged`` is always allowed. A change posts
+    /// `.allowedAccountsDidChange`.
+    public var allowedAccounts: [Identity]? {
+        get { state.withLock { $0.settings.allowedAccounts } }
+        set {
+            var updated = settings
+            updated.allowedAccounts = newValue
+            settings = updated
+        }
     }
 
     /// Answers the runtime-initiated handshakes. Held strongly; set `nil` to release it.
@@ -102,7 +139,8 @@ public final class PolicyManager: Sendable {
         set { state.withLock { $0.delegate = newValue } }
     }
 
-    /// Where policies come from. Setting it installs the manager's change handler on the new source.
+    /// Where policies come from. Setting it installs the manager's change handler on the new source and reads
+    /// its policies.
     public var policySource: (any PolicySource)? {
         get { state.withLock { $0.policySource } }
         set {
@@ -111,8 +149,8 @@ public final class PolicyManager: Sendable {
                 return state.policySource
             }
             previous?.setChangeHandler(nil)
-            newValue?.setChangeHandler { [weak self] in self?.send(.policyDidChange) }
-            send(.policyDidChange)
+            newValue?.setChangeHandler { [weak self] in self?.reloadPolicies() }
+            reloadPolicies(force: true)
         }
     }
 
@@ -153,40 +191,114 @@ public final class PolicyManager: Sendable {
 
     // MARK: Accounts
 
-    /// The enrolled (managed) account, or `nil`.
+    /// The primary user: the first enrolled account, or `nil`. In single-identity mode the process identity
+    /// follows it.
     public var primaryUser: Identity? {
-        state.withLock { $0.primaryUser }
+        state.withLock { $0.accounts.enrolled.first }
     }
 
-    /// Makes `identity` the primary (managed) user, or with `nil` removes it. The ``EnrollmentManager`` calls
-    /// it; apps that enroll accounts themselves may too. In single-identity mode the process identity follows.
-    /// ``Identity/unmanaged`` is treated as `nil`.
+    /// Makes `identity` the primary user: it is enrolled (managed) if it was not, and moved first. `nil` removes
+    /// the primary user (the next enrolled account, if any, takes its place). With
+    /// ``RuntimeSettings/maxManagedAccounts``, accounts enrolled beyond the limit are dropped, so that with a
+    /// limit of 1 the new primary user replaces the old one. ``Identity/unmanaged`` is treated as `nil`.
+    ///
+    /// The ``EnrollmentManager`` enrolls accounts itself; apps that enroll accounts on their own call this.
     public func setPrimaryUser(_ identity: Identity?) {
         let identity = identity.flatMap { $0.isUnmanaged ? nil : $0 }
-        let changed = state.withLock { state -> Bool in
-            guard state.primaryUser != identity else { return false }
-            state.primaryUser = identity
-            if !state.settings.multiIdentity {
-                state.processIdentity = identity
-                if scope == .processWide { IdentityContext.processIdentity = identity }
+        updateEnrollment { enrolled, limit in
+            if let identity {
+                enrolled.removeAll { $0 == identity }
+                enrolled.insert(identity, at: 0)
+                if let limit, enrolled.count > limit { enrolled.removeLast(enrolled.count - limit) }
+            } else if !enrolled.isEmpty {
+                enrolled.removeFirst()
             }
-            return true
         }
-        guard changed else { return }
-        send(.primaryUserDidChange(identity))
-        send(.policyDidChange)
     }
 
-    /// Whether `identity` is the managed account (the primary user). `nil` and ``Identity/unmanaged`` are not.
+    /// The enrolled accounts, in enrollment order (the first is ``primaryUser``).
+    public var enrolledAccounts: [Identity] {
+        state.withLock { $0.accounts.enrolled }
+    }
+
+    /// Enrolls `account` (appended after the accounts enrolled before it) or unenrolls it. For the
+    /// ``EnrollmentManager``.
+    func setEnrolled(_ account: Identity, _ enrolled: Bool) {
+        updateEnrollment { accounts, _ in
+            if enrolled {
+                if !accounts.contains(account) { accounts.append(account) }
+            } else {
+                accounts.removeAll { $0 == account }
+            }
+        }
+    }
+
+    private func updateEnrollment(_ change: (inout [Identity], Int?) -> Void) {
+        let ((previous, primary), transitions) = updateAccounts { state in
+            let previous = state.accounts.enrolled.first
+            var enrolled = state.accounts.enrolled
+            change(&enrolled, state.settings.maxManagedAccounts)
+            let changes = state.accounts.setEnrolled(enrolled)
+            let primary = enrolled.first
+            if primary != previous, !state.settings.multiIdentity {
+                state.processIdentity = primary
+                if scope == .processWide { IdentityContext.processIdentity = primary }
+            }
+            return ((previous, primary), changes)
+        }
+        if primary != previous { send(.primaryUserDidChange(primary)) }
+        announce(transitions, policiesChanged: primary != previous || !transitions.isEmpty)
+    }
+
+    /// Every managed account the manager knows: enrolled accounts, accounts with a policy document of their
+    /// own, and registered accounts managed through their tenant's document; sorted by name.
+    ///
+    /// > Note: An account managed only through its domain's tenant document is managed
+    /// > (``isIdentityManaged(_:)``) from its first request, but listed here only once the manager knows it:
+    /// > register it with ``registerAccount(_:tenantID:objectID:)`` or enroll it.
+    public var managedAccounts: [Identity] {
+        state.withLock { $0.accounts.managedAccounts }
+    }
+
+    /// Whether `identity` is managed: enrolled, or with a policy of its own or of its tenant (with
+    /// ``RuntimeSettings/maxManagedAccounts``: one of the first enrolled accounts). `nil` and
+    /// ``Identity/unmanaged`` are not. O(1): a hash lookup in the manager's index.
     public func isIdentityManaged(_ identity: Identity?) -> Bool {
         guard let identity, !identity.isUnmanaged else { return false }
-        return state.withLock { $0.primaryUser == identity }
+        return state.withLock { $0.accounts.isManaged(identity) }
     }
 
-    /// Marks accounts another component manages (registered for enrollment but not enrolled): switching to
-    /// them is not allowed. For the ``EnrollmentManager``.
+    /// Records the tenant and directory object ID of `account`. An explicit tenant ID selects the tenant's
+    /// policy document by ID (before the domain of the account's name); an object ID lets
+    /// ``account(forObjectID:)`` find the account. Registering again replaces what was recorded.
+    public func registerAccount(_ account: Identity, tenantID: TenantID? = nil, objectID: String? = nil) {
+        guard !account.isUnmanaged else { return }
+        let transitions = updateAccounts { state in
+            ((), state.accounts.register(AccountInfo(identity: account, tenantID: tenantID, objectID: objectID)))
+        }.1
+        announce(transitions, policiesChanged: !transitions.isEmpty)
+    }
+
+    /// What was registered for `account`, or `nil`.
+    public func accountInfo(for account: Identity) -> AccountInfo? {
+        state.withLock { $0.accounts.registry[account] }
+    }
+
+    /// The account registered with `objectID` (compared case-insensitively), or `nil`.
+    public func account(forObjectID objectID: String) -> Identity? {
+        state.withLock { $0.accounts.account(forObjectID: objectID) }
+    }
+
+    /// The tenant of `account`: its registered tenant ID, else the domain of its name.
+    public func tenant(of account: Identity) -> TenantID? {
+        state.withLock { $0.accounts.tenant(of: account) }
+    }
+
+    /// Marks accounts registered for enrollment but not enrolled (claimed until their enrollment ends). For
+    /// the ``EnrollmentManager``.
     func setClaimedAccounts(_ accounts: Set<Identity>) {
-        state.withLock { $0.claimedAccounts = accounts }
+        let transitions = updateAccounts { state in ((), state.accounts.setPending(accounts)) }.1
+        announce(transitions, policiesChanged: false)
     }
 
     enum Classification { case none, unmanaged, managed, otherManaged }
@@ -194,10 +306,23 @@ public final class PolicyManager: Sendable {
     func classify(_ identity: Identity?) -> Classification {
         guard let identity else { return .none }
         guard !identity.isUnmanaged else { return .unmanaged }
-        let (primary, claimed, source) = state.withLock { ($0.primaryUser, $0.claimedAccounts, $0.policySource) }
-        if primary == identity { return .managed }
-        if claimed.contains(identity) || source?.policy(for: identity) != nil { return .otherManaged }
-        return .unmanaged
+        switch state.withLock({ $0.accounts.standing(of: identity) }) {
+        case .managed: return .managed
+        case .claimed: return .otherManaged
+        case nil: return .unmanaged
+        }
+    }
+
+    /// Re-reads the policy source (after its change handler ran). `force`: announce `.policyDidChange` even if
+    /// nothing changed (a new source).
+    func reloadPolicies(force: Bool = false) {
+        let policies = policySource?.policies ?? .empty
+        let (differences, transitions) = updateAccounts { state in
+            let differences = policies.differences(from: state.accounts.policies)
+            return (differences, state.accounts.setPolicies(policies))
+        }
+        guard force || !differences.accounts.isEmpty || !differences.tenants.isEmpty || !transitions.isEmpty else { return }
+        announce(transitions, policiesChanged: true, tenants: differences.tenants)
     }
 
     // MARK: Identities
@@ -252,20 +377,34 @@ public final class PolicyManager: Sendable {
         policy(for: effectiveUIIdentity(for: nil))
     }
 
-    /// The policy of `window`'s effective UI identity.
+    /// The policy of `window`'s effective UI identity; on the main thread, when the window shows several
+    /// accounts (``setUIPolicyIdentities(_:for:completionQueue:completionHandler:)``) and no thread identity is
+    /// set, their combined policy.
     public func policy(forWindow window: WindowID?) -> Policy {
-        policy(for: effectiveUIIdentity(for: window))
+        if IdentityContext.currentThreadIdentity == nil, IdentityContext.isOnMainThread {
+            let shown = uiPolicyIdentities(for: window)
+            if shown.count > 1 { return policy(for: shown) }
+        }
+        return policy(for: effectiveUIIdentity(for: window))
     }
 
-    /// The policy of `identity`: ``Policy/unrestricted`` for `nil`, ``Identity/unmanaged`` and every account
-    /// but the primary user; for the primary user, its policy from the ``policySource``, or when there is
-    /// none, ``Policy/unrestricted`` (``Policy/locked(for:)`` if ``RuntimeSettings/policyRequired``).
+    /// The policy of `identity` (DESIGN §4a): ``Policy/unrestricted`` for `nil`, ``Identity/unmanaged`` and
+    /// every account that is not managed; for a managed account, its own policy document, else its tenant's,
+    /// else ``Policy/unrestricted`` (``Policy/locked(for:)`` if ``RuntimeSettings/policyRequired``).
+    ///
+    /// One hash lookup in the manager's index, under its lock; the policy source is not consulted.
     public func policy(for identity: Identity?) -> Policy {
         guard let identity, !identity.isUnmanaged else { return .unrestricted }
-        let (primary, source, required) = state.withLock { ($0.primaryUser, $0.policySource, $0.settings.policyRequired) }
-        guard primary == identity else { return .unrestricted }
-        if let policy = source?.policy(for: identity) { return policy }
-        return required ? .locked(for: identity) : .unrestricted
+        let standing = state.withLock { $0.accounts.standing(of: identity) }
+        guard case let .managed(policy) = standing else { return .unrestricted }
+        return policy
+    }
+
+    /// The most restrictive combination of the policies of `identities` (``Policy/combining(_:)``), for data
+    /// or a view that belongs to several accounts at once. App-configuration values the accounts disagree on
+    /// are in ``Policy/appConfigurationConflicts``.
+    public func policy(for identities: some Collection<Identity>) -> Policy {
+        Policy.combining(identities.map { policy(for: $0) })
     }
 
     // MARK: Events
@@ -278,13 +417,14 @@ public final class PolicyManager: Sendable {
     /// `.canceled`). For tests of the process-wide manager.
     package func resetForTesting() {
         let superseded = state.withLock { state in
-            state.primaryUser = nil
             state.processIdentity = nil
             state.keyWindow = .main
             state.delegate = nil
             state.checks = []
-            state.claimedAccounts = []
             state.settings = RuntimeSettings()
+            state.accounts = AccountIndex()
+            _ = state.accounts.setPolicies(state.policySource?.policies ?? .empty)
+            state.blocks = [:]
             return state.switches.reset()
         }
         for flight in superseded {
@@ -296,13 +436,23 @@ public final class PolicyManager: Sendable {
 }
 
 extension PolicyManager: ManagedIdentityPolicy {
-    /// `IdentityProtection`'s view: the primary user is managed.
+    /// `IdentityProtection`'s view: ``isIdentityManaged(_:)``.
     public func isManaged(_ identity: Identity) -> Bool {
         isIdentityManaged(identity)
     }
 
-    /// Whether the policy of `identity` requires encryption at rest.
+    /// Whether `identity` is managed and its policy requires encryption at rest.
     public func isFileEncryptionRequired(for identity: Identity) -> Bool {
-        isIdentityManaged(identity) && policy(for: identity).isFileEncryptionRequired
+        guard !identity.isUnmanaged, case let .managed(policy) = state.withLock({ $0.accounts.standing(of: identity) }) else {
+            return false
+        }
+        return policy.isFileEncryptionRequired
+    }
+
+    /// `IdentityProtection`'s access check: a blocked account's data is refused
+    /// (``ProtectionError/accountBlocked(identity:reason:)``), for reading and for creating alike.
+    public func refusal(of access: ProtectedDataAccess, to owner: Identity) -> ProtectionError? {
+        guard let reason = blockReason(for: owner) else { return nil }
+        return .accountBlocked(identity: owner, reason: reason.rawValue)
     }
 }

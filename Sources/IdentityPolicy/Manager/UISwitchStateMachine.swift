@@ -1,6 +1,6 @@
 import IdentityRuntime
 
-/// The UI-identity handshakes of every window, as a state machine (no locks, no callbacks): each event
+/// The UI-identity handshakes of every window (each showing one identity, or several at once), as a state machine (no locks, no callbacks): each event
 /// returns the actions the caller performs *after* releasing the lock that guards the machine.
 ///
 /// Invariants:
@@ -12,7 +12,7 @@ struct UISwitchStateMachine {
     /// A switch running its checks.
     struct InFlight {
         let token: UInt64
-        let identity: Identity
+        let identities: [Identity]
         let completion: Completion<SwitchIdentityResult>
         let attempt: SwitchAttempt
     }
@@ -32,27 +32,42 @@ struct UISwitchStateMachine {
         case complete(Completion<SwitchIdentityResult>, SwitchIdentityResult, applied: Bool)
     }
 
-    private(set) var identities: [WindowID: Identity] = [:]
+    /// The identities each window shows (never an empty list: a window showing nothing has no entry).
+    private(set) var shown: [WindowID: [Identity]] = [:]
     private var inFlight: [WindowID: InFlight] = [:]
     private var nextToken: UInt64 = 0
 
+    /// The identity `window` shows (the first, when it shows several).
     func identity(for window: WindowID) -> Identity? {
-        identities[window]
+        shown[window]?.first
     }
 
-    /// A new call for `window`. Unmanaged and `nil` identities are applied at once; a managed one is put in
-    /// flight. Either way, the switch in flight for `window` (if any) is superseded.
+    /// Every identity `window` shows, in the order they were set.
+    func identities(for window: WindowID) -> [Identity] {
+        shown[window] ?? []
+    }
+
+    /// A new call for `window` with one identity (`nil`: clear the window).
     mutating func start(
         window: WindowID, identity: Identity?, managed: Bool,
         completion: Completion<SwitchIdentityResult>, attempt: SwitchAttempt
     ) -> StartAction {
+        start(window: window, identities: identity.map { [$0] } ?? [], needsChecks: managed, completion: completion, attempt: attempt)
+    }
+
+    /// A new call for `window`. Without checks (`identities` empty, or none managed) it is applied at once;
+    /// otherwise it is put in flight. Either way, the switch in flight for `window` (if any) is superseded.
+    mutating func start(
+        window: WindowID, identities: [Identity], needsChecks: Bool,
+        completion: Completion<SwitchIdentityResult>, attempt: SwitchAttempt
+    ) -> StartAction {
         let superseded = inFlight.removeValue(forKey: window)
-        guard managed, let identity else {
-            identities[window] = identity
+        guard needsChecks, !identities.isEmpty else {
+            shown[window] = identities.isEmpty ? nil : identities
             return .applied(superseded: superseded)
         }
         nextToken &+= 1
-        inFlight[window] = InFlight(token: nextToken, identity: identity, completion: completion, attempt: attempt)
+        inFlight[window] = InFlight(token: nextToken, identities: identities, completion: completion, attempt: attempt)
         return .runChecks(token: nextToken, superseded: superseded)
     }
 
@@ -62,7 +77,7 @@ struct UISwitchStateMachine {
         inFlight[window] = nil
         switch outcome {
         case .passes:
-            identities[window] = current.identity
+            shown[window] = current.identities
             return .complete(current.completion, .success, applied: true)
         case .cancels:
             return .complete(current.completion, .canceled, applied: false)
@@ -75,15 +90,19 @@ struct UISwitchStateMachine {
     /// the switch in flight.
     mutating func force(window: WindowID, identity: Identity?) -> InFlight? {
         let superseded = inFlight.removeValue(forKey: window)
-        identities[window] = identity
+        shown[window] = identity.map { [$0] }
         return superseded
     }
 
-    /// Clears every window showing `identity` (after a wipe) and supersedes switches to it.
+    /// Removes `identity` from every window showing it (after a wipe) and supersedes switches to it. A window
+    /// showing other identities too keeps them.
     mutating func clear(identity: Identity) -> (windows: [WindowID], superseded: [InFlight]) {
-        let windows = identities.filter { $0.value == identity }.map(\.key)
-        for window in windows { identities[window] = nil }
-        let superseded = inFlight.filter { $0.value.identity == identity }
+        let windows = shown.filter { $0.value.contains(identity) }.map(\.key)
+        for window in windows {
+            let remaining = shown[window, default: []].filter { $0 != identity }
+            shown[window] = remaining.isEmpty ? nil : remaining
+        }
+        let superseded = inFlight.filter { $0.value.identities.contains(identity) }
         for window in superseded.keys { inFlight[window] = nil }
         return (windows.sorted { $0.rawValue < $1.rawValue }, Array(superseded.values))
     }
@@ -91,7 +110,7 @@ struct UISwitchStateMachine {
     /// Forgets every identity and supersedes every switch in flight.
     mutating func reset() -> [InFlight] {
         defer {
-            identities = [:]
+            shown = [:]
             inFlight = [:]
         }
         return Array(inFlight.values)

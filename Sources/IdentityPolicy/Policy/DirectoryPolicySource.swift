@@ -13,7 +13,8 @@ import IdentityRuntime
 /// - A document that is deleted withdraws its policy.
 /// - A directory that is missing or unreadable keeps every policy read before (an unmounted volume is not a
 ///   withdrawal) and reports ``PolicyDocumentError/directoryUnreadable(path:reason:)``.
-/// - An account's own document wins over its tenant's document.
+/// - An account's own document wins over its tenant's document; a tenant document naming the tenant's ID wins
+///   over one naming its domain (for accounts registered with that ID).
 ///
 /// After a reload that changed any policy, the change handler runs (``PolicyManager`` then posts
 /// `Notification.Name.policyDidChange`).
@@ -32,8 +33,7 @@ public final class DirectoryPolicySource: PolicySource {
     private struct State {
         var entries: [String: Entry] = [:]
         var directoryError: PolicyDocumentError?
-        var accounts: [Identity: (policy: Policy, path: String)] = [:]
-        var tenants: [Identity: (policy: Policy, path: String)] = [:]
+        var policies = PolicySet()
         var duplicates: [PolicyDocumentError] = []
         var handler: (@Sendable () -> Void)?
         var timer: PollTimer?
@@ -67,18 +67,8 @@ public final class DirectoryPolicySource: PolicySource {
         }
     }
 
-    public func policy(for identity: Identity) -> Policy? {
-        guard !identity.isUnmanaged else { return nil }
-        let found = state.withLock { state -> Policy? in
-            if let match = state.accounts[identity] { return match.policy }
-            guard let at = identity.name.lastIndex(of: "@") else { return nil }
-            return state.tenants[Identity(identity.name[identity.name.index(after: at)...])]?.policy
-        }
-        return found.map { policy in
-            var policy = policy
-            policy.identity = identity
-            return policy
-        }
+    public var policies: PolicySet {
+        state.withLock { $0.policies }
     }
 
     public func setChangeHandler(_ handler: (@Sendable () -> Void)?) {
@@ -152,7 +142,7 @@ public final class DirectoryPolicySource: PolicySource {
             }
         }
         var accounts: [Identity: (policy: Policy, path: String)] = [:]
-        var tenants: [Identity: (policy: Policy, path: String)] = [:]
+        var tenants: [TenantID: (policy: Policy, path: String)] = [:]
         var duplicates: [PolicyDocumentError] = []
         for name in names {
             guard let document = entries[name]?.document else { continue }
@@ -164,26 +154,22 @@ public final class DirectoryPolicySource: PolicySource {
                 } else {
                     accounts[identity] = (document.policy, path)
                 }
-            case let .tenant(domain):
-                if let other = tenants[domain] {
+            case let .tenant(tenant):
+                if let other = tenants[tenant] {
                     duplicates.append(.duplicate(path: path, subject: document.subject.description, otherPath: other.path))
                 } else {
-                    tenants[domain] = (document.policy, path)
+                    tenants[tenant] = (document.policy, path)
                 }
             }
         }
+        let policies = PolicySet(accounts: accounts.mapValues(\.policy), tenants: tenants.mapValues(\.policy))
         return state.withLock { state in
-            let changed = !Self.same(state.accounts, accounts) || !Self.same(state.tenants, tenants)
+            let changed = state.policies != policies
             state.entries = entries
             state.directoryError = nil
-            state.accounts = accounts
-            state.tenants = tenants
+            state.policies = policies
             state.duplicates = duplicates
             return (changed, state.handler)
         }
-    }
-
-    private static func same(_ lhs: [Identity: (policy: Policy, path: String)], _ rhs: [Identity: (policy: Policy, path: String)]) -> Bool {
-        lhs.count == rhs.count && lhs.allSatisfy { key, value in rhs[key]?.policy == value.policy }
     }
 }

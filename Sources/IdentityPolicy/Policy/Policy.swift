@@ -31,8 +31,18 @@ public struct Policy: Sendable, Hashable {
     /// Whether a PIN is required before the account's data is shown (apps implement it as a
     /// ``ConditionalLaunchCheck``).
     public var isPINRequired: Bool
-    /// Per-identity app configuration: the values an administrator set for this app.
+    /// Per-identity app configuration: the values an administrator set for this app. In a combined policy,
+    /// the keys every account agrees on (keys whose values differ are in ``appConfigurationConflicts``).
     public var appConfiguration: [String: JSONValue]
+    /// Whether the policy blocks the account (``BlockAccountReason/blockedByPolicy``): its data is refused
+    /// and a switch to it is not allowed while this is set.
+    public var isAccountBlocked: Bool
+    /// For a policy combining several managed accounts (``PolicyManager/policy(for:)-(Collection)``): those
+    /// accounts, sorted. Empty for one account's own policy.
+    public var combinedAccounts: [Identity]
+    /// For a combined policy: the app-configuration keys the accounts set to different values, sorted by key.
+    /// None of them is in ``appConfiguration``: a conflict is reported, never silently resolved.
+    public var appConfigurationConflicts: [AppConfigurationConflict]
 
     /// A policy with every field given.
     public init(
@@ -40,7 +50,7 @@ public struct Policy: Sendable, Hashable {
         allowedOpenLocations: OpenLocation = [], isSaveToUnknownLocationAllowed: Bool = false,
         isOpenFromUnknownLocationAllowed: Bool = false, isFileEncryptionRequired: Bool = true,
         notificationPolicy: NotificationPolicy = .allow, isAppSharingAllowed: Bool = false,
-        isPINRequired: Bool = false, appConfiguration: [String: JSONValue] = [:]
+        isPINRequired: Bool = false, appConfiguration: [String: JSONValue] = [:], isAccountBlocked: Bool = false
     ) {
         self.identity = identity
         self.isRestricted = isRestricted
@@ -53,6 +63,9 @@ public struct Policy: Sendable, Hashable {
         self.isAppSharingAllowed = isAppSharingAllowed
         self.isPINRequired = isPINRequired
         self.appConfiguration = appConfiguration
+        self.isAccountBlocked = isAccountBlocked
+        self.combinedAccounts = []
+        self.appConfigurationConflicts = []
     }
 
     /// No restrictions: for "no identity", unmanaged accounts and managed accounts without a policy (unless
@@ -74,7 +87,8 @@ public struct Policy: Sendable, Hashable {
     /// - ``SaveLocation/other`` (the empty set): ``isSaveToUnknownLocationAllowed``.
     /// - Several bits: allowed only when every bit is.
     /// - ``SaveLocation/accountDocument``: allowed exactly when `account` is this policy's (managed) account;
-    ///   the data stays in the organization's storage.
+    ///   the data stays in the organization's storage. A policy combining several accounts has no single
+    ///   account, so account-bound locations are refused: data of two organizations goes to neither's storage.
     /// - Other account-bound locations (OneDrive, SharePoint, Box, Dropbox, Google Drive, iManage, Egnyte):
     ///   allowed when the location is in ``allowedSaveLocations`` and `account` is the managed account. An
     ///   unknown (`nil`) or other account is refused: org data must not go to a personal cloud.
@@ -104,7 +118,7 @@ public struct Policy: Sendable, Hashable {
         guard location != .other else { return unknownAllowed }
         if !location.subtracting(.all).isEmpty, !unknownAllowed { return false }
         let known = location.intersection(.all)
-        let isManagedAccount = account.map { !$0.isUnmanaged && $0 == identity } ?? false
+        let isManagedAccount = combinedAccounts.isEmpty && (account.map { !$0.isUnmanaged && $0 == identity } ?? false)
         if known.contains(.accountDocument), !isManagedAccount { return false }
         let listed = known.subtracting(.accountDocument)
         guard allowed.isSuperset(of: listed) else { return false }
@@ -112,8 +126,91 @@ public struct Policy: Sendable, Hashable {
         return true
     }
 
-    /// The app configuration value for `key`, if the administrator set one.
+    /// The app configuration value for `key`, if the administrator set one (and, in a combined policy, every
+    /// account that set it agrees on it).
     public func appConfigurationValue(forKey key: String) -> JSONValue? {
         appConfiguration[key]
+    }
+}
+
+/// An app-configuration key that the accounts of a combined policy set to different values.
+public struct AppConfigurationConflict: Sendable, Hashable, CustomStringConvertible {
+    /// The key.
+    public var key: String
+    /// Each account's value, for the accounts that set the key.
+    public var values: [Identity: JSONValue]
+
+    public init(key: String, values: [Identity: JSONValue]) {
+        self.key = key
+        self.values = values
+    }
+
+    public var description: String {
+        let listed = values.sorted { $0.key.foldedName < $1.key.foldedName }.map { "\($0.key.name)=\($0.value)" }
+        return "\(key): " + listed.joined(separator: ", ")
+    }
+}
+
+extension Policy {
+    /// The most restrictive combination of `policies` (DESIGN §4a), for data or a view that belongs to several
+    /// accounts at once:
+    /// - a location is allowed only where every policy allows it (account-bound locations only when a single
+    ///   account remains), and an unknown location only when every policy allows it;
+    /// - encryption, a PIN and the account block are required if any policy requires them;
+    /// - the strictest notification policy wins; app sharing only if every policy allows it;
+    /// - app-configuration keys are kept where the accounts agree, and reported in
+    ///   ``appConfigurationConflicts`` where they differ.
+    ///
+    /// Unrestricted policies (no identity, unmanaged accounts) add no restriction. Combining no restricted
+    /// policy gives ``unrestricted``; combining one gives that policy.
+    public static func combining(_ policies: some Sequence<Policy>) -> Policy {
+        var restricted: [Policy] = []
+        for policy in policies where policy.isRestricted {
+            if !restricted.contains(policy) { restricted.append(policy) }
+        }
+        guard var combined = restricted.first else { return .unrestricted }
+        guard restricted.count > 1 else { return combined }
+        var accounts = Set(combined.combinedAccounts.isEmpty ? combined.identity.map { [$0] } ?? [] : combined.combinedAccounts)
+        var settings: [String: [Identity: JSONValue]] = [:]
+        var unattributed: [String: JSONValue] = [:]
+        for policy in restricted {
+            for (key, value) in policy.appConfiguration {
+                if let identity = policy.identity { settings[key, default: [:]][identity] = value } else { unattributed[key] = value }
+            }
+        }
+        for policy in restricted.dropFirst() {
+            if policy.combinedAccounts.isEmpty {
+                if let identity = policy.identity { accounts.insert(identity) }
+            } else {
+                accounts.formUnion(policy.combinedAccounts)
+            }
+            combined.allowedSaveLocations.formIntersection(policy.allowedSaveLocations)
+            combined.allowedOpenLocations.formIntersection(policy.allowedOpenLocations)
+            combined.isSaveToUnknownLocationAllowed = combined.isSaveToUnknownLocationAllowed && policy.isSaveToUnknownLocationAllowed
+            combined.isOpenFromUnknownLocationAllowed = combined.isOpenFromUnknownLocationAllowed && policy.isOpenFromUnknownLocationAllowed
+            combined.isFileEncryptionRequired = combined.isFileEncryptionRequired || policy.isFileEncryptionRequired
+            combined.notificationPolicy = max(combined.notificationPolicy, policy.notificationPolicy)
+            combined.isAppSharingAllowed = combined.isAppSharingAllowed && policy.isAppSharingAllowed
+            combined.isPINRequired = combined.isPINRequired || policy.isPINRequired
+            combined.isAccountBlocked = combined.isAccountBlocked || policy.isAccountBlocked
+            combined.appConfigurationConflicts.append(contentsOf: policy.appConfigurationConflicts)
+        }
+        combined.appConfiguration = [:]
+        var conflicts = combined.appConfigurationConflicts
+        let conflictingKeys = Set(conflicts.map(\.key))
+        for key in Set(settings.keys).union(unattributed.keys) where !conflictingKeys.contains(key) {
+            let values = settings[key] ?? [:]
+            let distinct = Set(values.values).union(unattributed[key].map { [$0] } ?? [])
+            if distinct.count == 1, let value = distinct.first {
+                combined.appConfiguration[key] = value
+            } else {
+                conflicts.append(AppConfigurationConflict(key: key, values: values))
+            }
+        }
+        combined.appConfigurationConflicts = conflicts.sorted { $0.key < $1.key }
+        combined.combinedAccounts = accounts.sorted { $0.foldedName < $1.foldedName }
+        combined.identity = combined.combinedAccounts.count == 1 ? combined.combinedAccounts[0] : nil
+        if combined.combinedAccounts.count == 1 { combined.combinedAccounts = [] }
+        return combined
     }
 }

@@ -1,19 +1,21 @@
 import Foundation
 import IdentityRuntime
 
-/// One JSON policy document: the policy of one managed account, or of every account of one tenant (the part
-/// of the account name after `@`). The format is described in `docs/policy.md`.
+/// One JSON policy document: the policy of one managed account, or of every account of one tenant (named by
+/// its tenant ID, or by its domain: the part of the account name after `@`). The format is described in
+/// `docs/policy.md`.
 public struct PolicyDocument: Sendable, Hashable {
     /// Who the document applies to.
     public enum Subject: Sendable, Hashable, CustomStringConvertible {
         case account(Identity)
-        /// A tenant domain such as `contoso.com`, compared case-insensitively.
-        case tenant(Identity)
+        /// A tenant ID such as `72f988bf-86f1-41af-91ab-2d7cd011db47`, or a domain such as `contoso.com`,
+        /// compared case-insensitively.
+        case tenant(TenantID)
 
         public var description: String {
             switch self {
             case let .account(identity): "account \(identity.name)"
-            case let .tenant(domain): "tenant \(domain.name)"
+            case let .tenant(tenant): "tenant \(tenant.rawValue)"
             }
         }
     }
@@ -27,7 +29,7 @@ public struct PolicyDocument: Sendable, Hashable {
 
     /// Every key a document may contain.
     public static let keys: [String] = [
-        "account", "appConfiguration", "appSharingAllowed", "fileEncryptionRequired", "formatVersion",
+        "account", "accountBlocked", "appConfiguration", "appSharingAllowed", "fileEncryptionRequired", "formatVersion",
         "notificationPolicy", "openFromLocations", "openFromUnknownLocationAllowed", "pinRequired",
         "saveToLocations", "saveToUnknownLocationAllowed", "tenant",
     ]
@@ -62,9 +64,9 @@ public struct PolicyDocument: Sendable, Hashable {
             subject = .account(identity)
         case let (nil, tenant?):
             guard !tenant.contains("@") else {
-                throw .invalidValue(path: path, key: "tenant", reason: "a tenant is a domain such as contoso.com, not an account")
+                throw .invalidValue(path: path, key: "tenant", reason: "a tenant is a tenant ID or a domain such as contoso.com, not an account")
             }
-            subject = .tenant(try reader.identity("tenant", tenant))
+            subject = .tenant(TenantID(try reader.identity("tenant", tenant).name))
         case (.some, .some):
             throw .invalidValue(path: path, key: "tenant", reason: "a document names an account or a tenant, not both")
         case (nil, nil):
@@ -78,6 +80,7 @@ public struct PolicyDocument: Sendable, Hashable {
         policy.isFileEncryptionRequired = try reader.bool("fileEncryptionRequired") ?? true
         policy.isAppSharingAllowed = try reader.bool("appSharingAllowed") ?? false
         policy.isPINRequired = try reader.bool("pinRequired") ?? false
+        policy.isAccountBlocked = try reader.bool("accountBlocked") ?? false
         if let name = try reader.string("notificationPolicy") {
             guard let value = NotificationPolicy.names.first(where: { $0.0 == name })?.1 else {
                 throw .invalidValue(path: path, key: "notificationPolicy", reason: "\(String(reflecting: name)) is not one of allow, blockOrgData, block")

@@ -1,44 +1,68 @@
 import IdentityRuntime
 
-/// Where policies come from. ``PolicyManager`` asks it for the policy of the managed account and listens for
-/// changes. The embedded default is ``DirectoryPolicySource``; ``StaticPolicySource`` holds policies in memory.
+/// Where policies come from: accounts' own policy documents and tenants' documents. ``PolicyManager`` reads
+/// ``policies`` when the source tells it that they changed, and keeps its own index of them, so a lookup never
+/// reaches into the source.
+///
+/// The embedded default is ``DirectoryPolicySource``; ``StaticPolicySource`` holds policies in memory.
 public protocol PolicySource: AnyObject, Sendable {
-    /// The policy of `identity` (a managed account), or `nil` when the source has none for it.
-    func policy(for identity: Identity) -> Policy?
+    /// Every policy the source holds now. Called once at installation and after each change notification.
+    var policies: PolicySet { get }
 
     /// Installs the handler called (on any thread, outside the source's locks) after the policies changed.
     /// `nil` removes it.
     func setChangeHandler(_ handler: (@Sendable () -> Void)?)
 }
 
+extension PolicySource {
+    /// The policy of `identity`: its own document, else its tenant's (by the domain of its name), else `nil`.
+    /// ``PolicyManager/policy(for:)-(Identity?)`` also knows tenants registered by ID and the manager's rules
+    /// for managed accounts without a policy.
+    public func policy(for identity: Identity) -> Policy? {
+        policies.policy(for: identity)
+    }
+}
+
 /// A ``PolicySource`` that holds policies in memory, for tests and for apps that fetch policies themselves.
 public final class StaticPolicySource: PolicySource {
     private struct State {
-        var policies: [Identity: Policy] = [:]
+        var policies = PolicySet()
         var handler: (@Sendable () -> Void)?
     }
 
     private let state = LockedValue(State())
 
-    public init(_ policies: [Identity: Policy] = [:]) {
-        state.withLock { $0.policies = policies }
+    /// A source with accounts' own policies and, optionally, tenants' policies.
+    public init(_ policies: [Identity: Policy] = [:], tenants: [TenantID: Policy] = [:]) {
+        state.withLock { $0.policies = PolicySet(accounts: policies, tenants: tenants) }
+    }
+
+    public var policies: PolicySet {
+        state.withLock { $0.policies }
     }
 
     /// Sets (or with `nil`, removes) the policy of `identity`, then calls the change handler.
     public func setPolicy(_ policy: Policy?, for identity: Identity) {
+        update { $0.accounts[identity] = policy }
+    }
+
+    /// Sets (or with `nil`, removes) the policy of every account of `tenant` that has none of its own, then
+    /// calls the change handler.
+    public func setPolicy(_ policy: Policy?, forTenant tenant: TenantID) {
+        update { $0.tenants[tenant] = policy }
+    }
+
+    /// Replaces every policy at once (one change notification).
+    public func setPolicies(_ policies: PolicySet) {
+        update { $0 = policies }
+    }
+
+    private func update(_ change: (inout PolicySet) -> Void) {
         let handler = state.withLock { state in
-            state.policies[identity] = policy
+            change(&state.policies)
             return state.handler
         }
         handler?()
-    }
-
-    public func policy(for identity: Identity) -> Policy? {
-        state.withLock { $0.policies[identity] }.map { policy in
-            var policy = policy
-            policy.identity = identity
-            return policy
-        }
     }
 
     public func setChangeHandler(_ handler: (@Sendable () -> Void)?) {

@@ -15,7 +15,8 @@ import IdentityRuntime
 ///   "delegateTimeout": 120,
 ///   "allowedAccounts": ["alice@contoso.com"],
 ///   "policyDirectory": "/etc/myservice/policies",
-///   "policyPollInterval": 5
+///   "policyPollInterval": 5,
+///   "maxManagedAccounts": 1
 /// }
 /// ```
 ///
@@ -43,14 +44,20 @@ public struct RuntimeSettings: Sendable, Hashable {
     public var policyDirectory: String? = nil
     /// Seconds between scans of ``policyDirectory`` for changes. Default: 5.
     public var policyPollInterval: TimeInterval = 5
+    /// The most accounts managed at once (`nil`, the default: no limit). With a limit, only enrolled accounts
+    /// are managed, the first `maxManagedAccounts` in enrollment order; enrolling more is refused (227
+    /// `singleManagedAccountMode`), and another account with a policy is claimed (a switch to it is
+    /// ``SwitchIdentityResult/notAllowed``). `1` is the SDK guide's original model: one managed account, the
+    /// primary user. At least 1.
+    public var maxManagedAccounts: Int? = nil
 
     /// The defaults.
     public init() {}
 
     /// Every key a settings document may contain.
     public static let keys: [String] = [
-        "allowedAccounts", "autoEnrollOnLaunch", "delegateTimeout", "enrollmentRetryInterval", "multiIdentity",
-        "policyDirectory", "policyPollInterval", "policyRefreshInterval", "policyRequired",
+        "allowedAccounts", "autoEnrollOnLaunch", "delegateTimeout", "enrollmentRetryInterval", "maxManagedAccounts",
+        "multiIdentity", "policyDirectory", "policyPollInterval", "policyRefreshInterval", "policyRequired",
     ]
 
     /// Settings read from the JSON object in `data`.
@@ -77,6 +84,14 @@ public struct RuntimeSettings: Sendable, Hashable {
             case "policyRefreshInterval": policyRefreshInterval = try Self.interval(key, value)
             case "delegateTimeout": delegateTimeout = try Self.interval(key, value)
             case "policyPollInterval": policyPollInterval = try Self.interval(key, value)
+            case "maxManagedAccounts":
+                guard case let .number(count) = value else {
+                    throw .wrongType(key: key, expected: "a whole number of accounts", found: value.typeName)
+                }
+                guard count.isFinite, count >= 1, count <= Double(Int32.max), count.rounded() == count else {
+                    throw .invalidValue(key: key, reason: "\(count) is not a whole number of accounts of at least 1")
+                }
+                maxManagedAccounts = Int(count)
             case "policyDirectory":
                 guard case let .string(path) = value else {
                     throw .wrongType(key: key, expected: "a string", found: value.typeName)

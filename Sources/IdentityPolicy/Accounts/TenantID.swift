@@ -1,0 +1,40 @@
+import IdentityRuntime
+
+/// The organization an account belongs to: a tenant ID (such as an Entra directory ID,
+/// `72f988bf-86f1-41af-91ab-2d7cd011db47`) or a domain (`contoso.com`).
+///
+/// An account's tenant is the ID given when it was registered or enrolled, and otherwise the domain of its
+/// name (the part after the last `@`). Policy documents name tenants either way; a document naming the
+/// tenant's ID wins over one naming its domain.
+///
+/// Tenant IDs compare like identities: case-insensitively, with Unicode case folding, locale-independent.
+public struct TenantID: Sendable, Hashable, Comparable, CustomStringConvertible, ExpressibleByStringLiteral {
+    /// Folding and comparison are those of ``Identity``.
+    private let storage: Identity
+
+    /// A tenant ID or domain. Surrounding white space is trimmed.
+    public init(_ rawValue: some StringProtocol) {
+        storage = Identity(rawValue)
+    }
+
+    public init(stringLiteral value: String) {
+        self.init(value)
+    }
+
+    /// The ID or domain as it was given (after trimming).
+    public var rawValue: String { storage.name }
+
+    public var description: String { rawValue }
+
+    /// The domain of `identity` (after its last `@`) as a tenant, or `nil` when the name has no domain.
+    public static func domain(of identity: Identity) -> TenantID? {
+        let name = identity.name
+        guard let at = name.lastIndex(of: "@") else { return nil }
+        let domain = name[name.index(after: at)...]
+        return domain.isEmpty ? nil : TenantID(domain)
+    }
+
+    public static func < (lhs: TenantID, rhs: TenantID) -> Bool {
+        lhs.storage.foldedName < rhs.storage.foldedName
+    }
+}

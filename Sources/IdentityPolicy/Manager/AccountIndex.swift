@@ -1,0 +1,148 @@
+import IdentityRuntime
+
+/// The manager's index of accounts: which are managed (and under which policy), which are claimed, their
+/// tenants and object IDs. A plain value kept under the manager's lock; every lookup is a hash lookup, and
+/// every change recomputes only the accounts it can affect (all of them only when the policies or the
+/// settings change).
+///
+/// Rules (DESIGN §2, §4a):
+/// - An account is managed when it is enrolled, or when the policy source has a policy for it (its own, or
+///   its tenant's: the registered tenant ID first, then the domain of its name).
+/// - With a limit (``RuntimeSettings/maxManagedAccounts``), only enrolled accounts are managed, the first
+///   `limit` of them in enrollment order. An account that has a policy, is enrolled beyond the limit, or is
+///   registered for enrollment and not yet enrolled is *claimed*: managed elsewhere, not here.
+/// - Without a limit, an account registered for enrollment and not yet enrolled, with no policy, is claimed
+///   until its enrollment ends.
+/// - A managed account without any policy gets ``Policy/unrestricted``, or ``Policy/locked(for:)`` when a
+///   policy is required.
+struct AccountIndex {
+    enum Standing: Equatable {
+        case managed(Policy)
+        case claimed
+    }
+
+    /// Every known account that is managed or claimed. Unknown accounts are looked up by their domain.
+    private(set) var standings: [Identity: Standing] = [:]
+    private(set) var policies = PolicySet.empty
+    /// Enrolled accounts in enrollment order; the first is the primary user.
+    private(set) var enrolled: [Identity] = []
+    private(set) var registry: [Identity: AccountInfo] = [:]
+    private var objectIDs: [Identity: Identity] = [:]
+    private(set) var pending: Set<Identity> = []
+    private(set) var limit: Int?
+    private(set) var policyRequired = false
+    /// The enrolled accounts that are managed: all of them, or the first `limit`.
+    private var managedByEnrollment: Set<Identity> = []
+
+    /// Old standings of the accounts an update changed (`nil`: the account was unmanaged).
+    typealias Changes = [Identity: Standing?]
+
+    // MARK: Lookups
+
+    func standing(of identity: Identity) -> Standing? {
+        standings[identity] ?? Self.byDomain(identity, policies: policies, limit: limit)
+    }
+
+    /// The standing of an account the index does not know: its domain's tenant policy, if any.
+    private static func byDomain(_ identity: Identity, policies: PolicySet, limit: Int?) -> Standing? {
+        guard !policies.tenants.isEmpty, let domain = TenantID.domain(of: identity),
+              var policy = policies.tenants[domain] else { return nil }
+        guard limit == nil else { return .claimed }
+        policy.identity = identity
+        return .managed(policy)
+    }
+
+    func isManaged(_ identity: Identity) -> Bool {
+        if case .managed = standing(of: identity) { return true }
+        return false
+    }
+
+    /// The known managed accounts, sorted by name.
+    var managedAccounts: [Identity] {
+        standings.compactMap { entry in
+            if case .managed = entry.value { return entry.key }
+            return nil
+        }.sorted { $0.foldedName < $1.foldedName }
+    }
+
+    func account(forObjectID objectID: String) -> Identity? {
+        objectIDs[Identity(objectID)]
+    }
+
+    func tenant(of identity: Identity) -> TenantID? {
+        registry[identity]?.tenant ?? TenantID.domain(of: identity)
+    }
+
+    // MARK: Updates
+
+    mutating func setPolicies(_ policies: PolicySet) -> Changes {
+        let previous = (policies: self.policies, limit: limit)
+        self.policies = policies
+        return recompute(allKnown, previous: previous)
+    }
+
+    mutating func configure(limit: Int?, policyRequired: Bool) -> Changes {
+        guard limit != self.limit || policyRequired != self.policyRequired else { return [:] }
+        let previous = (policies: policies, limit: self.limit)
+        self.limit = limit
+        self.policyRequired = policyRequired
+        managedByEnrollment = Set(limit.map { Array(enrolled.prefix($0)) } ?? enrolled)
+        return recompute(allKnown, previous: previous)
+    }
+
+    mutating func setEnrolled(_ accounts: [Identity]) -> Changes {
+        let before = Set(enrolled)
+        enrolled = accounts
+        managedByEnrollment = Set(limit.map { Array(accounts.prefix($0)) } ?? accounts)
+        return recompute(before.union(accounts), previous: (policies, limit))
+    }
+
+    mutating func register(_ info: AccountInfo) -> Changes {
+        if let old = registry[info.identity]?.objectID { objectIDs[Identity(old)] = nil }
+        registry[info.identity] = info
+        if let objectID = info.objectID { objectIDs[Identity(objectID)] = info.identity }
+        return recompute([info.identity], previous: (policies, limit))
+    }
+
+    mutating func setPending(_ accounts: Set<Identity>) -> Changes {
+        let touched = pending.symmetricDifference(accounts)
+        pending = accounts
+        return recompute(touched, previous: (policies, limit))
+    }
+
+    // MARK: Computing standings
+
+    private func compute(_ identity: Identity) -> Standing? {
+        let policy = policies.policy(for: identity, tenant: registry[identity]?.tenantID)
+        if managedByEnrollment.contains(identity) {
+            return .managed(policy ?? (policyRequired ? .locked(for: identity) : .unrestricted))
+        }
+        if limit == nil, let policy { return .managed(policy) }
+        if policy != nil || pending.contains(identity) || enrolled.contains(identity) { return .claimed }
+        return nil
+    }
+
+    /// Recomputes `accounts`; `previous` is what unknown accounts were looked up with before the update.
+    private mutating func recompute(
+        _ accounts: some Sequence<Identity>, previous: (policies: PolicySet, limit: Int?)
+    ) -> Changes {
+        var changes: Changes = [:]
+        for identity in accounts {
+            let old = standings[identity] ?? Self.byDomain(identity, policies: previous.policies, limit: previous.limit)
+            let new = compute(identity)
+            standings[identity] = new
+            if old != new { changes[identity] = .some(old) }
+        }
+        return changes
+    }
+
+    /// Every account the index knows, including those whose standing may have just ended.
+    private var allKnown: Set<Identity> {
+        var known = Set(standings.keys)
+        known.formUnion(enrolled)
+        known.formUnion(registry.keys)
+        known.formUnion(pending)
+        known.formUnion(policies.accounts.keys)
+        return known
+    }
+}
