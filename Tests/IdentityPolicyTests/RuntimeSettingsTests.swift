@@ -58,6 +58,7 @@ struct RuntimeSettingsTests {
         ("allowedAccounts", "\"alice@contoso.com\"", "an array of account names", "string"),
         ("allowedAccounts", "[1]", "an array of account names", "an array containing number"),
         ("autoEnrollOnLaunch", "null", "a boolean", "null"),
+        ("maxManagedAccounts", "\"1\"", "a whole number of accounts", "string"),
     ])
     func wrongType(key: String, value: String, expected: String, found: String) {
         #expect(throws: RuntimeSettingsError.wrongType(key: key, expected: expected, found: found)) {
@@ -67,7 +68,8 @@ struct RuntimeSettingsTests {
 
     @Test("out-of-range values are errors", arguments: [
         "{\"enrollmentRetryInterval\": 0}", "{\"delegateTimeout\": -1}", "{\"policyDirectory\": \"\"}",
-        "{\"allowedAccounts\": [\"\"]}",
+        "{\"allowedAccounts\": [\"\"]}", "{\"maxManagedAccounts\": 0}", "{\"maxManagedAccounts\": 1.5}",
+        "{\"maxManagedAccounts\": -3}", "{\"maxManagedAccounts\": 1e300}",
     ])
     func invalidValue(json: String) {
         #expect {
