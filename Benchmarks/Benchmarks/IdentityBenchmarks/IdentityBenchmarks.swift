@@ -30,6 +30,7 @@ let benchmarks: @Sendable () -> Void = {
     registerTaskBenchmarks()
     registerReadAndScopeBenchmarks()
     registerPolicyBenchmarks()
+    registerManyAccountsBenchmarks()
     registerProtectionBenchmarks()
 }
 

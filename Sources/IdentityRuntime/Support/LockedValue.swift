@@ -13,8 +13,8 @@ import Darwin
 /// threads contend. `pthread_mutex_lock` is intercepted, so this lock is both correct and visible to the
 /// sanitizer. Every pthread return code is checked.
 package final class LockedValue<Value> {
-    private let mutex: UnsafeMutablePointer<pthread_mutex_t>
-    private var value: Value
+    @usableFromInline let mutex: UnsafeMutablePointer<pthread_mutex_t>
+    @usableFromInline var value: Value
 
     package init(_ value: Value) {
         self.value = value
@@ -32,6 +32,8 @@ package final class LockedValue<Value> {
     }
 
     /// Runs `body` with exclusive access to the value; the lock is released on return and on throw.
+    /// Inlinable, so that callers in other modules get it specialized for their value and closure.
+    @inlinable
     package func withLock<Result, Failure: Error>(
         _ body: (inout Value) throws(Failure) -> Result
     ) throws(Failure) -> Result {
