@@ -7,8 +7,8 @@ import Musl
 import Darwin
 #endif
 
-/// Why a protection operation failed. Every case has a stable numeric ``code`` (100...107, 109) that is
-/// part of the public contract: log it, compare it, show it.
+/// Why a protection operation failed. Every case has a stable numeric ``code`` (100...109) that is part of
+/// the public contract: log it, compare it, show it.
 ///
 /// | code | case | meaning |
 /// |---|---|---|
@@ -20,6 +20,7 @@ import Darwin
 /// | 105 | ``fileNotFound(path:)`` | no such file, or the path names something other than a regular file (a directory, a socket) |
 /// | 106 | ``ioFailure(path:operation:errno:)`` | the operating system refused or failed: permission denied, read-only, no space, I/O error |
 /// | 107 | ``cryptoBackendFailure(_:)`` | the crypto library failed (random generator, cipher setup); not caused by the input |
+/// | 108 | ``accessDenied(identity:reader:)`` | the data belongs to a managed account that the reader (the effective file identity), or the recipient of a transfer, may not see: no byte of plaintext is returned |
 /// | 109 | ``accountBlocked(identity:reason:)`` | the owner is a blocked account: its data is neither created nor read until it is unblocked |
 ///
 /// A failed operation never returns plaintext that was not authenticated and never leaves a modified
@@ -43,6 +44,9 @@ public enum ProtectionError: Error, Equatable, Sendable, CustomStringConvertible
     case ioFailure(path: String, operation: String, errno: Int32)
     /// 107: the crypto backend (CryptoKit or libcrypto) reported a failure unrelated to the input.
     case cryptoBackendFailure(String)
+    /// 108: `identity` owns the data and `reader` (the effective file identity of the code asking, or the
+    /// recipient of a transfer; `nil`: none) may not see it. No plaintext is returned, nothing is changed.
+    case accessDenied(identity: Identity, reader: Identity?)
     /// 109: the owner account is blocked (`reason` is `IdentityPolicy.BlockAccountReason`'s raw value); no
     /// plaintext is returned and nothing is created for it.
     case accountBlocked(identity: Identity, reason: Int)
@@ -58,6 +62,7 @@ public enum ProtectionError: Error, Equatable, Sendable, CustomStringConvertible
         case .fileNotFound: return 105
         case .ioFailure: return 106
         case .cryptoBackendFailure: return 107
+        case .accessDenied: return 108
         case .accountBlocked: return 109
         }
     }
@@ -80,6 +85,8 @@ public enum ProtectionError: Error, Equatable, Sendable, CustomStringConvertible
             return "ProtectionError 106: \(operation) failed for \(path): \(ProtectionError.errnoName(errno))"
         case let .cryptoBackendFailure(detail):
             return "ProtectionError 107: crypto backend failure: \(detail)"
+        case let .accessDenied(identity, reader):
+            return "ProtectionError 108: data of \(identity.debugDescription) is not readable by \(reader?.debugDescription ?? "code with no identity")"
         case let .accountBlocked(identity, reason):
             return "ProtectionError 109: \(identity.debugDescription) is blocked (reason \(reason))"
         }

@@ -85,7 +85,7 @@ struct BlockedAccountsTests {
         f.manager.unblockAccount(alice)
         #expect(await iterator.next() == .accountUnblocked(alice))
         #expect(f.manager.blockedAccounts.isEmpty)
-        #expect(try f.data.unprotect(sealed) == Data("alice's".utf8))
+        #expect(try IdentityContext.withThreadIdentity(alice) { try f.data.unprotect(sealed) } == Data("alice's".utf8))
         #expect(f.delegate.calls.count == 1)
     }
 
@@ -168,7 +168,7 @@ struct BlockedAccountsTests {
 
     @Test("BlockAccountReason and BlockAccountResult raw values")
     func rawValues() {
-        #expect(BlockAccountReason.allCases.map(\.rawValue) == [0, 1, 2, 3, 100, 101])
+        #expect(BlockAccountReason.allCases.map(\.rawValue) == [0, 1, 2, 3, 100, 101, 102, 103])
         #expect(BlockAccountResult.success.rawValue == 0 && BlockAccountResult.failed.rawValue == 1)
         #expect(ProtectionError.accountBlocked(identity: alice, reason: 3).code == 109)
     }

@@ -23,7 +23,7 @@ struct RuntimeSettingsTests {
         {"multiIdentity": true, "autoEnrollOnLaunch": true, "policyRequired": true,
          "enrollmentRetryInterval": 60, "policyRefreshInterval": 30.5, "delegateTimeout": 2,
          "allowedAccounts": ["Alice@Contoso.com"], "policyDirectory": "/etc/policies", "policyPollInterval": 1,
-         "maxManagedAccounts": 3}
+         "maxManagedAccounts": 3, "dataIsolation": false, "admissionCacheDuration": 0, "admissionRetryInterval": 5}
         """
         let settings = try RuntimeSettings(json: Data(json.utf8))
         #expect(settings.multiIdentity && settings.autoEnrollOnLaunch && settings.policyRequired)
@@ -34,7 +34,8 @@ struct RuntimeSettingsTests {
         #expect(settings.policyDirectory == "/etc/policies")
         #expect(settings.policyPollInterval == 1)
         #expect(settings.maxManagedAccounts == 3)
-        #expect(RuntimeSettings.keys.count == 10)
+        #expect(!settings.dataIsolation && settings.admissionCacheDuration == 0 && settings.admissionRetryInterval == 5)
+        #expect(RuntimeSettings.keys.count == 13)
     }
 
     @Test("an empty object gives the defaults")

@@ -9,6 +9,8 @@
 /// | 3 | ``clockedOut`` | the account's user is off shift | ``PolicyManager/unblockAccount(_:reason:)`` |
 /// | 100 | ``blockedByPolicy`` | its policy (or its tenant's) says `"accountBlocked": true` | a policy without it |
 /// | 101 | ``blockedByAdministrator`` | ``PolicyManager/blockAccount(_:reason:)`` by the app or an operator | ``PolicyManager/unblockAccount(_:reason:)`` |
+/// | 102 | ``wiped`` | a selective wipe of the account started (``PolicyManager/wipeData(forAccount:)``) | a new enrollment of the account, ``PolicyManager/unblockAccount(_:reason:)`` |
+/// | 103 | ``admissionCheckFailed`` | one of its ``AdmissionCheck``s denied it | an admission after ``RuntimeSettings/admissionRetryInterval`` whose checks pass, ``PolicyManager/unblockAccount(_:reason:)`` |
 ///
 /// When several causes hold at once, ``PolicyManager/blockReason(for:)`` names the one with the lowest raw
 /// value, and the account stays blocked until every cause has cleared.
@@ -25,6 +27,11 @@ public enum BlockAccountReason: Int, Sendable, Hashable, CaseIterable, Comparabl
     case blockedByPolicy = 100
     /// Blocked by the app or an administrator through ``PolicyManager/blockAccount(_:reason:)``.
     case blockedByAdministrator = 101
+    /// The account's data was wiped (or is being wiped): nothing new is created for it, and nothing of it is
+    /// admitted, until it is enrolled again or unblocked.
+    case wiped = 102
+    /// An ``AdmissionCheck`` denied the account (token revoked, tenant suspended).
+    case admissionCheckFailed = 103
 
     public static func < (lhs: BlockAccountReason, rhs: BlockAccountReason) -> Bool {
         lhs.rawValue < rhs.rawValue
@@ -38,6 +45,8 @@ public enum BlockAccountReason: Int, Sendable, Hashable, CaseIterable, Comparabl
         case .clockedOut: "clockedOut"
         case .blockedByPolicy: "blockedByPolicy"
         case .blockedByAdministrator: "blockedByAdministrator"
+        case .wiped: "wiped"
+        case .admissionCheckFailed: "admissionCheckFailed"
         }
     }
 }

@@ -449,10 +449,4 @@ extension PolicyManager: ManagedIdentityPolicy {
         return policy.isFileEncryptionRequired
     }
 
-    /// `IdentityProtection`'s access check: a blocked account's data is refused
-    /// (``ProtectionError/accountBlocked(identity:reason:)``), for reading and for creating alike.
-    public func refusal(of access: ProtectedDataAccess, to owner: Identity) -> ProtectionError? {
-        guard let reason = blockReason(for: owner) else { return nil }
-        return .accountBlocked(identity: owner, reason: reason.rawValue)
-    }
 }

@@ -37,6 +37,8 @@ public struct Policy: Sendable, Hashable {
     /// Whether the policy blocks the account (``BlockAccountReason/blockedByPolicy``): its data is refused
     /// and a switch to it is not allowed while this is set.
     public var isAccountBlocked: Bool
+    /// Which other accounts may receive or read the account's data (``PolicyManager/isDataTransferAllowed(from:to:)``).
+    public var dataTransfer: DataTransferLevel
     /// For a policy combining several managed accounts (``PolicyManager/policy(for:)-(Collection)``): those
     /// accounts, sorted. Empty for one account's own policy.
     public var combinedAccounts: [Identity]
@@ -50,7 +52,8 @@ public struct Policy: Sendable, Hashable {
         allowedOpenLocations: OpenLocation = [], isSaveToUnknownLocationAllowed: Bool = false,
         isOpenFromUnknownLocationAllowed: Bool = false, isFileEncryptionRequired: Bool = true,
         notificationPolicy: NotificationPolicy = .allow, isAppSharingAllowed: Bool = false,
-        isPINRequired: Bool = false, appConfiguration: [String: JSONValue] = [:], isAccountBlocked: Bool = false
+        isPINRequired: Bool = false, appConfiguration: [String: JSONValue] = [:], isAccountBlocked: Bool = false,
+        dataTransfer: DataTransferLevel = .sameTenant
     ) {
         self.identity = identity
         self.isRestricted = isRestricted
@@ -64,6 +67,7 @@ public struct Policy: Sendable, Hashable {
         self.isPINRequired = isPINRequired
         self.appConfiguration = appConfiguration
         self.isAccountBlocked = isAccountBlocked
+        self.dataTransfer = dataTransfer
         self.combinedAccounts = []
         self.appConfigurationConflicts = []
     }
@@ -73,12 +77,12 @@ public struct Policy: Sendable, Hashable {
     public static let unrestricted = Policy(
         identity: nil, isRestricted: false, allowedSaveLocations: .all, allowedOpenLocations: .all,
         isSaveToUnknownLocationAllowed: true, isOpenFromUnknownLocationAllowed: true,
-        isFileEncryptionRequired: false, notificationPolicy: .allow, isAppSharingAllowed: true)
+        isFileEncryptionRequired: false, notificationPolicy: .allow, isAppSharingAllowed: true, dataTransfer: .any)
 
     /// Everything blocked: for a managed account without a policy when a policy is required, so that a missing
     /// policy never means an open one.
     public static func locked(for identity: Identity) -> Policy {
-        Policy(identity: identity, notificationPolicy: .block)
+        Policy(identity: identity, notificationPolicy: .block, dataTransfer: .none)
     }
 
     /// Whether managed data may be saved to `location` under `account` (`nil`: the account is unknown).
@@ -156,7 +160,8 @@ extension Policy {
     /// accounts at once:
     /// - a location is allowed only where every policy allows it (account-bound locations only when a single
     ///   account remains), and an unknown location only when every policy allows it;
-    /// - encryption, a PIN and the account block are required if any policy requires them;
+    /// - encryption, a PIN and the account block are required if any policy requires them; data goes only
+    ///   where every policy lets it go (the lowest ``DataTransferLevel``);
     /// - the strictest notification policy wins; app sharing only if every policy allows it;
     /// - app-configuration keys are kept where the accounts agree, and reported in
     ///   ``appConfigurationConflicts`` where they differ.
@@ -193,6 +198,7 @@ extension Policy {
             combined.isAppSharingAllowed = combined.isAppSharingAllowed && policy.isAppSharingAllowed
             combined.isPINRequired = combined.isPINRequired || policy.isPINRequired
             combined.isAccountBlocked = combined.isAccountBlocked || policy.isAccountBlocked
+            combined.dataTransfer = min(combined.dataTransfer, policy.dataTransfer)
             combined.appConfigurationConflicts.append(contentsOf: policy.appConfigurationConflicts)
         }
         combined.appConfiguration = [:]

@@ -29,7 +29,7 @@ public struct PolicyDocument: Sendable, Hashable {
 
     /// Every key a document may contain.
     public static let keys: [String] = [
-        "account", "accountBlocked", "appConfiguration", "appSharingAllowed", "fileEncryptionRequired", "formatVersion",
+        "account", "accountBlocked", "appConfiguration", "appSharingAllowed", "dataTransfer", "fileEncryptionRequired", "formatVersion",
         "notificationPolicy", "openFromLocations", "openFromUnknownLocationAllowed", "pinRequired",
         "saveToLocations", "saveToUnknownLocationAllowed", "tenant",
     ]
@@ -81,6 +81,12 @@ public struct PolicyDocument: Sendable, Hashable {
         policy.isAppSharingAllowed = try reader.bool("appSharingAllowed") ?? false
         policy.isPINRequired = try reader.bool("pinRequired") ?? false
         policy.isAccountBlocked = try reader.bool("accountBlocked") ?? false
+        if let name = try reader.string("dataTransfer") {
+            guard let level = DataTransferLevel.names.first(where: { $0.0 == name })?.1 else {
+                throw .invalidValue(path: path, key: "dataTransfer", reason: "\(String(reflecting: name)) is not one of none, sameTenant, managedAccounts, any")
+            }
+            policy.dataTransfer = level
+        }
         if let name = try reader.string("notificationPolicy") {
             guard let value = NotificationPolicy.names.first(where: { $0.0 == name })?.1 else {
                 throw .invalidValue(path: path, key: "notificationPolicy", reason: "\(String(reflecting: name)) is not one of allow, blockOrgData, block")

@@ -50,14 +50,27 @@ public struct RuntimeSettings: Sendable, Hashable {
     /// ``SwitchIdentityResult/notAllowed``). `1` is the SDK guide's original model: one managed account, the
     /// primary user. At least 1.
     public var maxManagedAccounts: Int? = nil
+    /// Tenant isolation of data (DESIGN §4b): data owned by a managed account is readable only under an
+    /// effective file identity its policy lets see it (``PolicyManager/isDataTransferAllowed(from:to:)``);
+    /// anyone else gets `ProtectionError.accessDenied` (108). `false` gives the SDK's behaviour for
+    /// single-tenant apps: any code in the process reads any account's data. Default: `true`.
+    public var dataIsolation: Bool = true
+    /// Seconds an account's passed ``AdmissionCheck``s are trusted before
+    /// ``PolicyManager/withAdmittedIdentity(_:reason:isolation:operation:)`` runs them again. `0`: every
+    /// admission runs them. Default: 60.
+    public var admissionCacheDuration: TimeInterval = 60
+    /// Seconds after an ``AdmissionCheck`` denied an account before an admission runs its checks again (until
+    /// then it is refused at once as blocked). Default: 30.
+    public var admissionRetryInterval: TimeInterval = 30
 
     /// The defaults.
     public init() {}
 
     /// Every key a settings document may contain.
     public static let keys: [String] = [
-        "allowedAccounts", "autoEnrollOnLaunch", "delegateTimeout", "enrollmentRetryInterval", "maxManagedAccounts",
-        "multiIdentity", "policyDirectory", "policyPollInterval", "policyRefreshInterval", "policyRequired",
+        "admissionCacheDuration", "admissionRetryInterval", "allowedAccounts", "autoEnrollOnLaunch", "dataIsolation",
+        "delegateTimeout", "enrollmentRetryInterval", "maxManagedAccounts", "multiIdentity", "policyDirectory",
+        "policyPollInterval", "policyRefreshInterval", "policyRequired",
     ]
 
     /// Settings read from the JSON object in `data`.
@@ -84,6 +97,9 @@ public struct RuntimeSettings: Sendable, Hashable {
             case "policyRefreshInterval": policyRefreshInterval = try Self.interval(key, value)
             case "delegateTimeout": delegateTimeout = try Self.interval(key, value)
             case "policyPollInterval": policyPollInterval = try Self.interval(key, value)
+            case "dataIsolation": dataIsolation = try Self.bool(key, value)
+            case "admissionCacheDuration": admissionCacheDuration = try Self.interval(key, value, zeroAllowed: true)
+            case "admissionRetryInterval": admissionRetryInterval = try Self.interval(key, value, zeroAllowed: true)
             case "maxManagedAccounts":
                 guard case let .number(count) = value else {
                     throw .wrongType(key: key, expected: "a whole number of accounts", found: value.typeName)
@@ -142,12 +158,14 @@ public struct RuntimeSettings: Sendable, Hashable {
         return flag
     }
 
-    private static func interval(_ key: String, _ value: JSONValue) throws(RuntimeSettingsError) -> TimeInterval {
+    private static func interval(
+        _ key: String, _ value: JSONValue, zeroAllowed: Bool = false
+    ) throws(RuntimeSettingsError) -> TimeInterval {
         guard case let .number(seconds) = value else {
             throw .wrongType(key: key, expected: "a number of seconds", found: value.typeName)
         }
-        guard seconds.isFinite, seconds > 0 else {
-            throw .invalidValue(key: key, reason: "\(seconds) is not a positive number of seconds")
+        guard seconds.isFinite, seconds > 0 || (zeroAllowed && seconds == 0) else {
+            throw .invalidValue(key: key, reason: "\(seconds) is not a \(zeroAllowed ? "non-negative" : "positive") number of seconds")
         }
         return seconds
     }

@@ -18,7 +18,10 @@ extension FileProtectionManager {
     ///   directory, a path under a regular file, a read-only file system); 103/107 key or crypto failures.
     public func writeFile(atPath path: String, contents: Data) throws(ProtectionError) {
         let owner = IdentityContext.effectiveFileIdentity
-        try policy.authorize(.create, to: owner)
+        try creating(for: owner) { () throws(ProtectionError) in try write(contents, to: path, owner: owner) }
+    }
+
+    private func write(_ contents: Data, to path: String, owner: Identity?) throws(ProtectionError) {
         let path = Paths.absolute(path)
         let previous = try destinationInfo(path)
         if let previous, !POSIX.isRegular(previous) { throw .fileNotFound(path: path) }
@@ -106,11 +109,9 @@ extension FileProtectionManager {
             guard POSIX.isRegular(info) else { throw ProtectionError.fileNotFound(path: path) }
             if created || options.contains(.truncate) {
                 let owner = IdentityContext.effectiveFileIdentity
-                try policy.authorize(.create, to: owner)
-                try owners.setOwner(owner, fd: fd, path: path)
+                try creating(for: owner) { () throws(ProtectionError) in try owners.setOwner(owner, fd: fd, path: path) }
             } else {
-                var owner = try encryptedHeader(path)?.owner
-                if owner == nil { owner = try owners.owner(path: path, info: info) }
+                let owner = try currentOwner(path: path, info: info, header: try encryptedHeader(path))
                 try policy.authorize(.read(reader: IdentityContext.effectiveFileIdentity), to: owner)
             }
         } catch {

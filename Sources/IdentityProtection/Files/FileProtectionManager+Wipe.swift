@@ -13,8 +13,18 @@ extension FileProtectionManager {
     /// unreadable too.
     ///
     /// Files owned by anyone else, unowned files, directories and symbolic links are not touched; symbolic
-    /// links are not followed. An owner is the recorded owner, or for an encrypted file without one, the owner
-    /// in its header. Deletion goes on past a failure; the keys are destroyed in any case.
+    /// links are not followed, neither to files nor to directories, so nothing outside the roots is deleted.
+    /// An owner is the recorded owner, or for an encrypted file without one, the owner in its header.
+    /// Deletion goes on past a failure; the keys are destroyed in any case.
+    ///
+    /// Writers racing the wipe: the removal first waits for every creation for `identity` that had passed
+    /// the access check (``ManagedIdentityPolicy/refusal(of:to:)``), then deletes. A policy that refuses
+    /// ``ProtectedDataAccess/create`` for the account from the start of the wipe (as `PolicyManager` does)
+    /// makes sure that no file of it remains afterwards, whatever other threads kept doing.
+    ///
+    /// Crashes: the account is written to `wipes.journal` in the state directory before anything is deleted
+    /// and removed from it at the end, so a wipe cut short by a crash is finished by the next
+    /// ``FileProtectionManager`` made on the same state directory, before its initializer returns.
     /// - Returns: the absolute paths deleted, sorted.
     /// - Throws: 104 for the unmanaged identity (it is not an account); otherwise the first failure, after
     ///   everything else was done.
@@ -23,24 +33,32 @@ extension FileProtectionManager {
         guard !identity.isUnmanaged else {
             throw .invalidIdentity(reason: "the unmanaged identity is not an account; nothing is wiped for it")
         }
+        return try removeFiles(ownedByAnyOf: [identity])
+    }
+
+    /// ``removeFiles(ownedBy:)`` for several accounts at once (one walk of the roots): a tenant's wipe.
+    /// ``Identity/unmanaged`` is ignored.
+    @discardableResult
+    public func removeFiles(ownedByAnyOf accounts: Set<Identity>) throws(ProtectionError) -> [String] {
+        let accounts = accounts.filter { !$0.isUnmanaged }
+        guard !accounts.isEmpty else { return [] }
+        try journal.add(accounts)
+        creations.waitUntilIdle(accounts)
         var removed: [String] = []
         var forgotten: [stat] = []
         var firstError: ProtectionError?
-        var visited = Set<String>()
-        for root in roots {
-            walk(root, visited: &visited) { path, info in
-                do throws(ProtectionError) {
-                    guard try owner(forWipeOf: path, info: info) == identity else { return }
-                    try POSIX.unlinkPath(path)
-                    removed.append(path)
-                    forgotten.append(info)
-                } catch {
-                    if case .fileNotFound = error { return }
-                    if firstError == nil { firstError = error }
-                }
-            } onError: { error in
+        walkRoots { path, info in
+            do throws(ProtectionError) {
+                guard let owner = try owner(forWipeOf: path, info: info), accounts.contains(owner) else { return }
+                try POSIX.unlinkPath(path)
+                removed.append(path)
+                forgotten.append(info)
+            } catch {
+                if case .fileNotFound = error { return }
                 if firstError == nil { firstError = error }
             }
+        } onError: { error in
+            if firstError == nil { firstError = error }
         }
         for directory in Set(removed.map(Paths.parent)) {
             do throws(ProtectionError) { try POSIX.fsyncDirectory(directory) } catch {
@@ -50,11 +68,49 @@ extension FileProtectionManager {
         do throws(ProtectionError) { try owners.forget(forgotten) } catch {
             if firstError == nil { firstError = error }
         }
-        do throws(ProtectionError) { try keyStore.destroyKeys(for: identity) } catch {
+        for account in accounts.sorted(by: { $0.foldedName < $1.foldedName }) {
+            do throws(ProtectionError) { try keyStore.destroyKeys(for: account) } catch {
+                if firstError == nil { firstError = error }
+            }
+        }
+        // The attempt is over; a failure is the caller's to report, not the next start's to repeat.
+        do throws(ProtectionError) { try journal.remove(accounts) } catch {
             if firstError == nil { firstError = error }
         }
         if let firstError { throw firstError }
         return removed.sorted()
+    }
+
+    /// Every owner of a regular file under the protected roots (symbolic links are not followed).
+    /// - Throws: the first failure to read a directory or an owner.
+    public func ownersUnderRoots() throws(ProtectionError) -> Set<Identity> {
+        var found = Set<Identity>()
+        var firstError: ProtectionError?
+        walkRoots { path, info in
+            do throws(ProtectionError) {
+                if let owner = try owner(forWipeOf: path, info: info) { found.insert(owner) }
+            } catch {
+                if case .fileNotFound = error { return }
+                if firstError == nil { firstError = error }
+            }
+        } onError: { error in
+            if firstError == nil { firstError = error }
+        }
+        if let firstError { throw firstError }
+        return found
+    }
+
+    /// Finishes the removals a crash cut short (see ``removeFiles(ownedBy:)``).
+    func finishInterruptedRemovals() throws(ProtectionError) {
+        let pending = try journal.pending()
+        if !pending.isEmpty { try removeFiles(ownedByAnyOf: pending) }
+    }
+
+    private func walkRoots(_ visit: (String, stat) -> Void, onError: (ProtectionError) -> Void) {
+        var visited = Set<String>()
+        for root in roots {
+            walk(root, visited: &visited, visit, onError: onError)
+        }
     }
 
     private func owner(forWipeOf path: String, info: stat) throws(ProtectionError) -> Identity? {

@@ -53,6 +53,8 @@ public final class FileProtectionManager: Sendable {
     public let chunkSize: Int
 
     let owners: FileOwnerStore
+    let journal: WipeJournal
+    let creations = CreationTracker()
     private let registeredRoots: LockedValue<[String]>
 
     /// A manager for files under `roots`.
@@ -62,7 +64,11 @@ public final class FileProtectionManager: Sendable {
     ///   - stateDirectory: created (mode `0700`) when missing; holds the owner index `owners.index`.
     ///   - ownerStorage: extended attributes where supported (the default), or the index only.
     ///   - chunkSize: plaintext bytes per encrypted chunk, 1 byte ... 16 MiB; 64 KiB by default.
-    /// - Throws: 106 when the state directory cannot be created; 100 for a chunk size out of range.
+    ///
+    /// A wipe that a crash cut short on the same state directory is finished before the initializer returns
+    /// (see ``removeFiles(ownedBy:)``).
+    /// - Throws: 106 when the state directory cannot be created; 100 for a chunk size out of range; the
+    ///   failure of an interrupted wipe it could not finish.
     public init(
         roots: [String], keyStore: any KeyStore, policy: any ManagedIdentityPolicy, stateDirectory: String,
         ownerStorage: OwnerStorage = .automatic, chunkSize: Int = 64 * 1024
@@ -77,7 +83,9 @@ public final class FileProtectionManager: Sendable {
         self.stateDirectory = state
         self.chunkSize = chunkSize
         self.owners = FileOwnerStore(storage: ownerStorage, index: OwnerIndex(path: Paths.join(state, "owners.index")))
+        self.journal = WipeJournal(path: Paths.join(state, "wipes.journal"))
         self.registeredRoots = LockedValue(roots.map(Paths.absolute))
+        try finishInterruptedRemovals()
     }
 
     /// The protected roots (absolute paths).
@@ -103,20 +111,29 @@ public final class FileProtectionManager: Sendable {
     /// When the new owner is managed and the policy requires file encryption, the file is encrypted in place
     /// for it; an encrypted file given to an owner that needs no encryption is decrypted in place; an
     /// encrypted file given to another managed owner is re-encrypted for that owner.
+    ///
+    /// Giving a file of one account to another is a transfer between them: the policy is asked for
+    /// ``ProtectedDataAccess/transfer(to:)`` on the current owner's data first.
     /// - Throws: 105 no regular file at `path`, 104 the unmanaged identity cannot own an encrypted file,
-    ///   100...103 a damaged encrypted file, 106 the OS refused.
+    ///   100...103 a damaged encrypted file, 106 the OS refused, 108 the transfer is not allowed, 109 an
+    ///   owner is blocked.
     public func protect(path: String, identity: Identity? = nil) throws(ProtectionError) {
         let owner = identity ?? IdentityContext.effectiveFileIdentity
-        try policy.authorize(.create, to: owner)
         let path = Paths.absolute(path)
-        _ = try regularFileInfo(path)
+        let info = try regularFileInfo(path)
         let current = try encryptedHeader(path)
-        if let owner, requiresEncryption(owner) {
-            if current?.owner == owner { return try owners.setOwner(owner, path: path) }
-            return try encryptFile(path: path, for: owner)
+        let previousOwner = try currentOwner(path: path, info: info, header: current)
+        if let previousOwner, previousOwner != owner {
+            try policy.authorize(.transfer(to: owner), to: previousOwner)
         }
-        if current != nil { try decryptFile(path: path) }
-        try owners.setOwner(owner, path: path)
+        try creating(for: owner) { () throws(ProtectionError) in
+            if let owner, requiresEncryption(owner) {
+                if current?.owner == owner { return try owners.setOwner(owner, path: path) }
+                return try encrypt(path: path, info: info, for: owner)
+            }
+            if current != nil { try decrypt(path: path, access: .transfer(to: owner)) }
+            try owners.setOwner(owner, path: path)
+        }
     }
 
     /// The owner and encryption of the regular file at `path`, or `nil` when it has no owner.
@@ -149,9 +166,11 @@ public final class FileProtectionManager: Sendable {
     ///
     /// - Parameter identity: the owner; `nil` means the caller's `IdentityContext.effectiveFileIdentity`.
     /// A file already encrypted for `identity` is left as it is; one encrypted for another identity is
-    /// re-encrypted (authenticated while it is read).
+    /// re-encrypted (authenticated while it is read). A file of another account is a transfer between them
+    /// (see ``protect(path:identity:)``).
     /// - Throws: 104 the identity is missing, unmanaged or not managed by the policy; 105 no regular file;
-    ///   100...103 a damaged encrypted file; 106 the OS refused (the original is then untouched).
+    ///   100...103 a damaged encrypted file; 106 the OS refused (the original is then untouched); 108 the
+    ///   transfer is not allowed; 109 an owner is blocked.
     public func encryptFile(path: String, for identity: Identity? = nil) throws(ProtectionError) {
         guard let owner = identity ?? IdentityContext.effectiveFileIdentity else {
             throw .invalidIdentity(reason: "no identity to encrypt for: pass one or set a thread or process identity")
@@ -159,9 +178,17 @@ public final class FileProtectionManager: Sendable {
         guard isManaged(owner) else {
             throw .invalidIdentity(reason: "\(owner.debugDescription) is not a managed identity; only managed identities have keys")
         }
-        try policy.authorize(.create, to: owner)
         let path = Paths.absolute(path)
         let info = try regularFileInfo(path)
+        let previousOwner = try currentOwner(path: path, info: info, header: try encryptedHeader(path))
+        if let previousOwner, previousOwner != owner {
+            try policy.authorize(.transfer(to: owner), to: previousOwner)
+        }
+        try creating(for: owner) { () throws(ProtectionError) in try encrypt(path: path, info: info, for: owner) }
+    }
+
+    /// ``encryptFile(path:for:)`` once the checks are done.
+    private func encrypt(path: String, info: stat, for owner: Identity) throws(ProtectionError) {
         let fd = try POSIX.openFile(path, O_RDONLY)
         defer { POSIX.closeFile(fd) }
         let existing = try EncryptedFileFormat.readHeader(fd, path: path)
@@ -176,7 +203,7 @@ public final class FileProtectionManager: Sendable {
         do throws(ProtectionError) {
             try owners.setOwner(owner, fd: output.fd, path: output.temporaryPath)
             if let existing {
-                var source = DecryptingSource(try decryptor(fd: fd, path: path, header: existing))
+                var source = DecryptingSource(try decryptor(fd: fd, path: path, header: existing, access: .transfer(to: owner)))
                 try EncryptedFileFormat.encrypt(&source, header: header, key: key, into: output)
             } else {
                 guard lseek(fd, 0, SEEK_SET) == 0 else { throw POSIX.failure(path, "lseek") }
@@ -199,12 +226,18 @@ public final class FileProtectionManager: Sendable {
     /// - Throws: 105 no regular file; 100 malformed or truncated; 101 version; 102 tampered, reordered or
     ///   dropped chunk; 103 the owner's key is gone; 104 bad owner field; 106 the OS refused.
     public func decryptFile(path: String) throws(ProtectionError) {
+        try decrypt(path: path, access: nil)
+    }
+
+    /// ``decryptFile(path:)``, asking the policy for `access` (`nil`: a read by the effective file identity).
+    private func decrypt(path: String, access: ProtectedDataAccess?) throws(ProtectionError) {
         let path = Paths.absolute(path)
         let info = try regularFileInfo(path)
         let fd = try POSIX.openFile(path, O_RDONLY)
         defer { POSIX.closeFile(fd) }
         guard let header = try EncryptedFileFormat.readHeader(fd, path: path) else { return }
-        try writeDecrypted(fd: fd, path: path, header: header, to: path, mode: info.st_mode & 0o7777)
+        var source = DecryptingSource(try decryptor(fd: fd, path: path, header: header, access: access))
+        try writePlaintext(from: &source, to: path, mode: info.st_mode & 0o7777, owner: header.owner)
         try owners.forget([info])
     }
 
@@ -238,6 +271,12 @@ public final class FileProtectionManager: Sendable {
         !identity.isUnmanaged && policy.isManaged(identity)
     }
 
+    /// The owner of the regular file at `path`: the one in its encrypted-file `header`, else the recorded one.
+    func currentOwner(path: String, info: stat, header: EncryptedFileFormat.Header?) throws(ProtectionError) -> Identity? {
+        if let header { return header.owner }
+        return try owners.owner(path: path, info: info)
+    }
+
     func requiresEncryption(_ identity: Identity) -> Bool {
         isManaged(identity) && policy.isFileEncryptionRequired(for: identity)
     }
@@ -264,9 +303,12 @@ public final class FileProtectionManager: Sendable {
         return try EncryptedFileFormat.readHeader(fd, path: path)
     }
 
-    /// The one way to decrypt a file: the reader must be allowed to see the owner's data.
-    func decryptor(fd: Int32, path: String, header: EncryptedFileFormat.Header) throws(ProtectionError) -> EncryptedFileFormat.Decryptor {
-        try policy.authorize(.read(reader: IdentityContext.effectiveFileIdentity), to: header.owner)
+    /// The one way to decrypt a file: the policy must allow `access` to the owner's data (`nil`: a read by
+    /// the caller's effective file identity).
+    func decryptor(
+        fd: Int32, path: String, header: EncryptedFileFormat.Header, access: ProtectedDataAccess? = nil
+    ) throws(ProtectionError) -> EncryptedFileFormat.Decryptor {
+        try policy.authorize(access ?? .read(reader: IdentityContext.effectiveFileIdentity), to: header.owner)
         let key = try keyStore.key(withID: header.keyID, for: header.owner)
         return try EncryptedFileFormat.Decryptor(fd: fd, path: path, header: header, key: key)
     }

@@ -38,6 +38,8 @@ public enum ProtectedDataAccess: Sendable, Hashable {
     case create
     /// Hand plaintext of the account's data to code whose effective file identity is `reader` (`nil`: none).
     case read(reader: Identity?)
+    /// Give the account's data to `recipient` (`nil`: to no owner): a file of one account made another's.
+    case transfer(to: Identity?)
 }
 
 extension ManagedIdentityPolicy {

@@ -1,0 +1,63 @@
+import IdentityProtection
+import IdentityRuntime
+
+extension PolicyManager {
+    /// Whether data owned by `source` may go to `target` (DESIGN §4b): be re-owned by it, or be read by code
+    /// whose effective file identity is `target` (`nil`: code with no identity).
+    ///
+    /// True when:
+    /// - the data is unmanaged: `source` is `nil`, ``Identity/unmanaged`` or an account not managed here;
+    /// - `target` is `source`;
+    /// - `source`'s policy lets it go there (``Policy/dataTransfer``): ``DataTransferLevel/sameTenant`` (the
+    ///   default) to managed accounts of the same tenant (``tenant(of:)``), ``DataTransferLevel/managedAccounts``
+    ///   to any managed account, ``DataTransferLevel/any`` to anyone; ``DataTransferLevel/none`` to no one.
+    ///
+    /// False whenever `source` or `target` is blocked.
+    public func isDataTransferAllowed(from source: Identity?, to target: Identity?) -> Bool {
+        guard let source, !source.isUnmanaged else { return true }
+        return state.withLock { Self.isTransferAllowed(from: source, to: target, in: $0) }
+    }
+
+    static func isTransferAllowed(from source: Identity, to target: Identity?, in state: State) -> Bool {
+        guard case let .managed(policy) = state.accounts.standing(of: source) else { return true }
+        if target == source { return blockReason(for: source, in: state) == nil }
+        if blockReason(for: source, in: state) != nil { return false }
+        if let target, !target.isUnmanaged, blockReason(for: target, in: state) != nil { return false }
+        switch policy.dataTransfer {
+        case .none:
+            return false
+        case .any:
+            return true
+        case .managedAccounts, .sameTenant:
+            guard let target, !target.isUnmanaged, state.accounts.isManaged(target) else { return false }
+            return policy.dataTransfer == .managedAccounts || state.accounts.tenant(of: target) == state.accounts.tenant(of: source)
+        }
+    }
+
+    /// `IdentityProtection`'s access check, the one rule behind every protected read and write:
+    /// - a blocked owner (or recipient): ``IdentityProtection/ProtectionError/accountBlocked(identity:reason:)``
+    ///   (109), for creating, reading and transferring alike;
+    /// - a read by an effective file identity that may not see the owner's data
+    ///   (``isDataTransferAllowed(from:to:)``), while ``RuntimeSettings/dataIsolation`` is on:
+    ///   ``IdentityProtection/ProtectionError/accessDenied(identity:reader:)`` (108);
+    /// - a transfer (re-owning) that ``isDataTransferAllowed(from:to:)`` does not allow: 108.
+    public func refusal(of access: ProtectedDataAccess, to owner: Identity) -> ProtectionError? {
+        state.withLock { state -> ProtectionError? in
+            if let reason = Self.blockReason(for: owner, in: state) {
+                return .accountBlocked(identity: owner, reason: reason.rawValue)
+            }
+            switch access {
+            case .create:
+                return nil
+            case let .read(reader):
+                guard state.settings.dataIsolation, !Self.isTransferAllowed(from: owner, to: reader, in: state) else { return nil }
+                return .accessDenied(identity: owner, reader: reader)
+            case let .transfer(recipient):
+                if let recipient, !recipient.isUnmanaged, let reason = Self.blockReason(for: recipient, in: state) {
+                    return .accountBlocked(identity: recipient, reason: reason.rawValue)
+                }
+                return Self.isTransferAllowed(from: owner, to: recipient, in: state) ? nil : .accessDenied(identity: owner, reader: recipient)
+            }
+        }
+    }
+}

@@ -1,0 +1,122 @@
+import Foundation
+import IdentityRuntime
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Musl)
+import Musl
+#elseif canImport(Darwin)
+import Darwin
+#endif
+
+/// The accounts whose removal (``FileProtectionManager/removeFiles(ownedBy:)``) has started and not finished:
+/// `wipes.journal` in the state directory, a JSON document `{"format": 1, "accounts": ["…", …]}` replaced
+/// atomically (temporary file, `fsync`, `rename`, `fsync` of the directory).
+///
+/// An account is written to the journal before its first file is deleted and taken out after its keys are
+/// destroyed, so a crash in between leaves it in the journal, and the next ``FileProtectionManager`` made on
+/// the same state directory finishes the removal before it returns.
+struct WipeJournal: Sendable {
+    let path: String
+    /// Serializes read-modify-write of the file within the process.
+    private let lock = LockedValue(())
+
+    private struct Document: Codable {
+        var format: Int
+        var accounts: [String]
+    }
+
+    init(path: String) {
+        self.path = path
+    }
+
+    /// The accounts whose removal did not finish.
+    func pending() throws(ProtectionError) -> Set<Identity> {
+        try lock.withLock { (_: inout Void) throws(ProtectionError) -> Set<Identity> in try read() }
+    }
+
+    func add(_ accounts: Set<Identity>) throws(ProtectionError) {
+        try update { $0.formUnion(accounts) }
+    }
+
+    func remove(_ accounts: Set<Identity>) throws(ProtectionError) {
+        try update { $0.subtract(accounts) }
+    }
+
+    private func update(_ change: (inout Set<Identity>) -> Void) throws(ProtectionError) {
+        try lock.withLock { (_: inout Void) throws(ProtectionError) in
+            var accounts = try read()
+            let before = accounts
+            change(&accounts)
+            guard accounts != before else { return }
+            if accounts.isEmpty {
+                do throws(ProtectionError) { try POSIX.unlinkPath(path) } catch .fileNotFound {}
+                try POSIX.fsyncDirectory(Paths.parent(path))
+                return
+            }
+            let document = Document(format: 1, accounts: accounts.map(\.name).sorted())
+            guard let data = try? JSONEncoder().encode(document) else {
+                throw .ioFailure(path: path, operation: "encode wipe journal", errno: EIO)
+            }
+            try AtomicFile.write(Array(data), to: path, mode: 0o600)
+        }
+    }
+
+    private func read() throws(ProtectionError) -> Set<Identity> {
+        let fd: Int32
+        do throws(ProtectionError) {
+            fd = try POSIX.openFile(path, O_RDONLY)
+        } catch .fileNotFound {
+            return []
+        }
+        defer { POSIX.closeFile(fd) }
+        let bytes = try POSIX.readToEnd(fd, path: path)
+        guard let document = try? JSONDecoder().decode(Document.self, from: Data(bytes)), document.format == 1 else {
+            throw .ioFailure(path: path, operation: "read wipe journal (malformed)", errno: EIO)
+        }
+        return Set(document.accounts.map { Identity($0) })
+    }
+}
+
+/// The creations of owned files in flight, per owner, so that a removal waits for those that passed the
+/// access check before it started.
+///
+/// A creation is counted *before* its access check, so that either the check sees the account refused
+/// (its removal has started: nothing is created), or the removal sees the count and waits until that
+/// creation has finished, and then deletes what it created.
+final class CreationTracker: Sendable {
+    private let counts = LockedValue<[Identity: Int]>([:])
+
+    func begin(_ owner: Identity) {
+        counts.withLock { $0[owner, default: 0] += 1 }
+    }
+
+    func end(_ owner: Identity) {
+        counts.withLock { counts in
+            let remaining = counts[owner, default: 1] - 1
+            counts[owner] = remaining > 0 ? remaining : nil
+        }
+    }
+
+    /// Returns once no creation for any of `owners` is in flight.
+    func waitUntilIdle(_ owners: Set<Identity>) {
+        while counts.withLock({ counts in owners.contains { counts[$0] != nil } }) {
+            usleep(200)
+        }
+    }
+}
+
+extension FileProtectionManager {
+    /// Runs `body`, which creates a file owned by `owner` (or makes `owner` a file's owner), after the access
+    /// check, counted as a creation in flight (see ``CreationTracker``).
+    func creating<Result>(
+        for owner: Identity?, _ body: () throws(ProtectionError) -> Result
+    ) throws(ProtectionError) -> Result {
+        guard let owner, !owner.isUnmanaged else {
+            return try body()
+        }
+        creations.begin(owner)
+        defer { creations.end(owner) }
+        try policy.authorize(.create, to: owner)
+        return try body()
+    }
+}
