@@ -155,7 +155,7 @@ struct BlockedAccountsTests {
         }
     }
 
-    @Test("a wipe clears the account's conditional-launch blocks, not the others")
+    @Test("a wipe clears the account's conditional-launch blocks, not the others; the wiped account stays blocked as wiped")
     func wipeClearsConditionalLaunch() async throws {
         let f = try BlockFixture()
         f.manager.conditionalLaunchChecks = [ClosureConditionalLaunchCheck { _, _ in .fails }]
@@ -163,7 +163,11 @@ struct BlockedAccountsTests {
         f.manager.blockAccount(carol, reason: .clockedOut)
         await f.manager.wipeData(forAccount: alice)
         await f.manager.wipeData(forAccount: carol)
-        #expect(f.manager.blockedAccounts == [carol])
+        #expect(f.manager.blockedAccounts == [alice, carol])
+        #expect(f.manager.blockReason(for: alice) == .wiped)
+        #expect(f.manager.blockReason(for: carol) == .clockedOut)
+        f.manager.unblockAccount(alice, reason: .wiped)
+        #expect(f.manager.blockReason(for: alice) == nil)
     }
 
     @Test("BlockAccountReason and BlockAccountResult raw values")

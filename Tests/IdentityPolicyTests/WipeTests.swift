@@ -115,6 +115,7 @@ struct WipeTests {
         #expect(f.manager.uiPolicyIdentity(for: "w1") == nil)
         #expect(f.manager.uiPolicyIdentity(for: "w2") == dave)
         var iterator = events.makeAsyncIterator()
+        #expect(await iterator.next() == .accountBlocked(alice, reason: .wiped))   // from the start of the wipe
         #expect(await iterator.next() == .uiIdentityDidChange(window: "w1", identity: nil))
         #expect(await iterator.next() == .wipeDidComplete(account: alice))
     }

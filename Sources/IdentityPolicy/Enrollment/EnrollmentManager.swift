@@ -174,7 +174,11 @@ public final class EnrollmentManager: Sendable {
             }
             return false
         }
-        if enrolled { policyManager.setEnrolled(account, true) }
+        if enrolled {
+            // A new enrollment starts the account afresh after a wipe.
+            policyManager.unblockAccount(account, reason: .wiped)
+            policyManager.setEnrolled(account, true)
+        }
         updateClaims()
         let status = report(EnrollmentStatus(identity: account, statusCode: code, errorString: message), .enrollment)
         if enrolled, code == .wipeReceived {

@@ -67,6 +67,7 @@ extension PolicyManager {
             var causes = state.blocks[account] ?? []
             change(&causes)
             state.blocks[account] = causes.isEmpty ? nil : causes
+            state.admission.admitted[account] = nil
             let managed = state.accounts.isManaged(account)
             return AccountTransition(
                 account: account, wasManaged: managed, isManaged: managed, policyChanged: false,

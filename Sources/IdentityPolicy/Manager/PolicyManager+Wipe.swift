@@ -14,43 +14,99 @@ public struct WipeReport: Sendable {
     public var error: ProtectionError?
 }
 
+/// What a wipe of a tenant did (``PolicyManager/wipeData(forTenant:)``).
+public struct TenantWipeReport: Sendable {
+    /// The tenant wiped.
+    public var tenant: TenantID
+    /// One report per account of the tenant, sorted by account.
+    public var accounts: [WipeReport]
+}
+
 extension PolicyManager {
-    /// The selective wipe of `account` (DESIGN §4).
+    /// The selective wipe of `account` (DESIGN §4, §4b).
     ///
-    /// On a background thread (never the main queue): the ``delegate``'s `wipeData(forAccount:)` runs.
-    /// When it returns `false`, or there is no delegate, the runtime deletes every file `account` owns under
-    /// ``fileProtection``'s roots and destroys its keys (also in ``keyStore``), so that copies elsewhere no
-    /// longer decrypt. Then `account` is removed from the windows showing it, its conditional-launch blocks
-    /// clear (its data is gone; the next switch runs the checks again), and `.wipeDidComplete` is posted (with
-    /// the ``PolicyEvent/wipeDidComplete(account:)`` event), whatever the outcome.
+    /// On a background thread (never the main queue):
+    /// 1. From the start, the account is blocked (``BlockAccountReason/wiped``): no file, envelope or
+    ///    admission is created for it any more, by any thread, and it stays so after the wipe until it is
+    ///    enrolled again or ``unblockAccount(_:reason:)`` lifts it.
+    /// 2. The ``delegate``'s `wipeData(forAccount:)` runs. When it returns `false`, or there is no delegate,
+    ///    the runtime deletes every file `account` owns under ``fileProtection``'s roots (waiting for writes
+    ///    that were already under way; symbolic links are never followed out of the roots) and destroys its
+    ///    keys (also in ``keyStore``), so that copies elsewhere no longer decrypt. A wipe cut short by a crash
+    ///    is finished when the next `FileProtectionManager` starts on the same state directory.
+    /// 3. `account` is removed from the windows showing it, its conditional-launch blocks clear, and
+    ///    `.wipeDidComplete` is posted (with the ``PolicyEvent/wipeDidComplete(account:)`` event), whatever
+    ///    the outcome.
+    ///
+    /// When it returns, no file owned by `account` remains under the roots (unless the delegate handled the
+    /// wipe itself).
     @discardableResult
     public func wipeData(forAccount account: Identity) async -> WipeReport {
+        await onWipeQueue { $0.wipeNow([account])[0] }
+    }
+
+    /// Wipes every account of `tenant` as ``wipeData(forAccount:)`` does, in one pass over the files: the
+    /// accounts the manager knows in that tenant (``tenant(of:)``) and every other owner of files under the
+    /// roots whose tenant it is.
+    @discardableResult
+    public func wipeData(forTenant tenant: TenantID) async -> TenantWipeReport {
+        await onWipeQueue { manager in
+            let files = manager.state.withLock { $0.fileProtection }
+            var accounts = Set(manager.state.withLock { state in
+                state.accounts.standings.keys.filter { state.accounts.tenant(of: $0) == tenant }
+                    + state.accounts.registry.keys.filter { state.accounts.tenant(of: $0) == tenant }
+            })
+            let owners = (try? files?.ownersUnderRoots()) ?? []
+            accounts.formUnion(owners.filter { !$0.isUnmanaged && manager.tenant(of: $0) == tenant })
+            let sorted = accounts.sorted { $0.foldedName < $1.foldedName }
+            return TenantWipeReport(tenant: tenant, accounts: manager.wipeNow(sorted))
+        }
+    }
+
+    private func onWipeQueue<Result: Sendable>(_ body: @escaping @Sendable (PolicyManager) -> Result) async -> Result {
         await withCheckedContinuation { continuation in
             DispatchQueue.global(qos: .utility).async { [self] in
-                continuation.resume(returning: wipeNow(account))
+                continuation.resume(returning: body(self))
             }
         }
     }
 
-    private func wipeNow(_ account: Identity) -> WipeReport {
+    /// Wipes `accounts` (the steps of ``wipeData(forAccount:)``), the files of all of them in one walk.
+    private func wipeNow(_ accounts: [Identity]) -> [WipeReport] {
+        let accounts = accounts.filter { !$0.isUnmanaged }
+        for account in accounts { block(account, reason: .wiped, window: nil) }
         let (delegate, files, keys) = state.withLock { ($0.delegate, $0.fileProtection, $0.keyStore) }
-        var report = WipeReport(account: account, handledByDelegate: delegate?.wipeData(forAccount: account) ?? false, removedFiles: [], error: nil)
-        if !report.handledByDelegate, !account.isUnmanaged {
-            if let files {
-                do throws(ProtectionError) {
-                    report.removedFiles = try files.removeFiles(ownedBy: account)
-                } catch {
-                    report.error = error
-                }
+        var reports = accounts.map { account in
+            WipeReport(account: account, handledByDelegate: delegate?.wipeData(forAccount: account) ?? false, removedFiles: [], error: nil)
+        }
+        let runtimeWiped = Set(reports.filter { !$0.handledByDelegate }.map(\.account))
+        var failure: ProtectionError?
+        var removed: [Identity: [String]] = [:]
+        if let files, !runtimeWiped.isEmpty {
+            do throws(ProtectionError) {
+                removed = try files.removeFiles(ownedByAnyOf: runtimeWiped)
+            } catch {
+                failure = error
             }
-            if let keys {
+        }
+        if let keys {
+            for account in runtimeWiped.sorted(by: { $0.foldedName < $1.foldedName }) {
                 do throws(ProtectionError) {
                     try keys.destroyKeys(for: account)
                 } catch {
-                    if report.error == nil { report.error = error }
+                    if failure == nil { failure = error }
                 }
             }
         }
+        for index in reports.indices where runtimeWiped.contains(reports[index].account) {
+            reports[index].error = failure
+            reports[index].removedFiles = removed[reports[index].account] ?? []
+        }
+        for account in accounts { finishWipe(of: account) }
+        return reports
+    }
+
+    private func finishWipe(of account: Identity) {
         let (windows, superseded) = state.withLock { state in
             let cleared = state.switches.clear(identity: account)
             let windows = cleared.windows.map { ($0, state.switches.identity(for: $0)) }
@@ -64,6 +120,5 @@ extension PolicyManager {
         unblockAccount(account, reason: .conditionalLaunchCanceled)
         for (window, identity) in windows { send(.uiIdentityDidChange(window: window, identity: identity)) }
         send(.wipeDidComplete(account: account))
-        return report
     }
 }

@@ -66,6 +66,7 @@ public final class PolicyManager: Sendable {
         var accounts = AccountIndex()
         /// The causes of each blocked account's block, but for its policy's (read from ``accounts``).
         var blocks: [Identity: Set<BlockAccountReason>] = [:]
+        var admission = AdmissionState()
     }
 
     let state: LockedValue<State>
@@ -425,6 +426,7 @@ public final class PolicyManager: Sendable {
             state.accounts = AccountIndex()
             _ = state.accounts.setPolicies(state.policySource?.policies ?? .empty)
             state.blocks = [:]
+            state.admission = AdmissionState()
             return state.switches.reset()
         }
         for flight in superseded {

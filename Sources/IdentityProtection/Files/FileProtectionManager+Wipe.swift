@@ -33,25 +33,26 @@ extension FileProtectionManager {
         guard !identity.isUnmanaged else {
             throw .invalidIdentity(reason: "the unmanaged identity is not an account; nothing is wiped for it")
         }
-        return try removeFiles(ownedByAnyOf: [identity])
+        return try removeFiles(ownedByAnyOf: [identity])[identity] ?? []
     }
 
     /// ``removeFiles(ownedBy:)`` for several accounts at once (one walk of the roots): a tenant's wipe.
     /// ``Identity/unmanaged`` is ignored.
+    /// - Returns: the absolute paths deleted, sorted, by owner (owners with none are absent).
     @discardableResult
-    public func removeFiles(ownedByAnyOf accounts: Set<Identity>) throws(ProtectionError) -> [String] {
+    public func removeFiles(ownedByAnyOf accounts: Set<Identity>) throws(ProtectionError) -> [Identity: [String]] {
         let accounts = accounts.filter { !$0.isUnmanaged }
-        guard !accounts.isEmpty else { return [] }
+        guard !accounts.isEmpty else { return [:] }
         try journal.add(accounts)
         creations.waitUntilIdle(accounts)
-        var removed: [String] = []
+        var removed: [Identity: [String]] = [:]
         var forgotten: [stat] = []
         var firstError: ProtectionError?
         walkRoots { path, info in
             do throws(ProtectionError) {
                 guard let owner = try owner(forWipeOf: path, info: info), accounts.contains(owner) else { return }
                 try POSIX.unlinkPath(path)
-                removed.append(path)
+                removed[owner, default: []].append(path)
                 forgotten.append(info)
             } catch {
                 if case .fileNotFound = error { return }
@@ -60,7 +61,7 @@ extension FileProtectionManager {
         } onError: { error in
             if firstError == nil { firstError = error }
         }
-        for directory in Set(removed.map(Paths.parent)) {
+        for directory in Set(removed.values.joined().map(Paths.parent)) {
             do throws(ProtectionError) { try POSIX.fsyncDirectory(directory) } catch {
                 if firstError == nil { firstError = error }
             }
@@ -78,7 +79,7 @@ extension FileProtectionManager {
             if firstError == nil { firstError = error }
         }
         if let firstError { throw firstError }
-        return removed.sorted()
+        return removed.mapValues { $0.sorted() }
     }
 
     /// Every owner of a regular file under the protected roots (symbolic links are not followed).

@@ -1,0 +1,103 @@
+import IdentityRuntime
+
+/// Why an account asks to be admitted: free text for logs and checks ("GET /documents"), or one of the
+/// named reasons. A string literal is one.
+public struct AdmissionReason: Sendable, Hashable, ExpressibleByStringLiteral, CustomStringConvertible {
+    public let description: String
+
+    public init(_ description: String) {
+        self.description = description
+    }
+
+    public init(stringLiteral value: String) {
+        self.init(value)
+    }
+
+    /// The reason of an identity switch, for code that admits where an app would switch.
+    public init(_ reason: IdentitySwitchReason) {
+        self.init(reason.description)
+    }
+
+    /// A request to the service, the default.
+    public static let request: AdmissionReason = "request"
+}
+
+/// What an ``AdmissionCheck`` decided.
+public enum AdmissionOutcome: Sendable, Hashable {
+    /// The account may be served. The pass is trusted for ``RuntimeSettings/admissionCacheDuration``.
+    case admit
+    /// The account must not be served (a token revoked, the tenant suspended): the admission fails and the
+    /// account is blocked (``BlockAccountReason/admissionCheckFailed``) until a check passes again after
+    /// ``RuntimeSettings/admissionRetryInterval``.
+    case deny(String)
+    /// The check could not decide now (its service is unreachable): this admission fails, nothing is
+    /// blocked or cached, and the next admission asks again.
+    case unavailable(String)
+}
+
+/// A check that runs before a service acts for a managed account: the service analog of a
+/// ``ConditionalLaunchCheck``. Checks run in registration order, one after another; the first that does not
+/// admit decides. Run by ``PolicyManager/withAdmittedIdentity(_:reason:isolation:operation:)`` with the
+/// account as the thread identity.
+public protocol AdmissionCheck: Sendable {
+    /// Decides whether `account` may be served now, for `reason`.
+    func evaluate(account: Identity, reason: AdmissionReason) async -> AdmissionOutcome
+}
+
+/// An ``AdmissionCheck`` made from a closure.
+public struct ClosureAdmissionCheck: AdmissionCheck {
+    private let body: @Sendable (Identity, AdmissionReason) async -> AdmissionOutcome
+
+    public init(_ body: @escaping @Sendable (Identity, AdmissionReason) async -> AdmissionOutcome) {
+        self.body = body
+    }
+
+    public func evaluate(account: Identity, reason: AdmissionReason) async -> AdmissionOutcome {
+        await body(account, reason)
+    }
+}
+
+/// Why an account was not admitted. ``result`` is the ``SwitchIdentityResult`` a switch to the account would
+/// give: ``SwitchIdentityResult/notAllowed`` for a refusal by rule (blocked, not allowed, claimed),
+/// ``SwitchIdentityResult/failed`` for a check that denied it or could not decide.
+public struct AdmissionError: Error, Sendable, Hashable, CustomStringConvertible {
+    public enum Cause: Sendable, Hashable {
+        /// The account is blocked (a denied check blocks it too: ``BlockAccountReason/admissionCheckFailed``).
+        case blocked(BlockAccountReason)
+        /// The account is not in ``PolicyManager/allowedAccounts``.
+        case notInAllowedAccounts
+        /// The account is managed elsewhere (see ``RuntimeSettings/maxManagedAccounts``).
+        case claimed
+        /// A check denied the account; it is now blocked.
+        case denied(String)
+        /// A check could not decide.
+        case unavailable(String)
+    }
+
+    /// The account that asked.
+    public let account: Identity
+    /// What a switch to it would give.
+    public let result: SwitchIdentityResult
+    /// Why.
+    public let cause: Cause
+
+    public init(account: Identity, result: SwitchIdentityResult, cause: Cause) {
+        self.account = account
+        self.result = result
+        self.cause = cause
+    }
+
+    /// ``result``'s raw value, the code to log or return.
+    public var code: Int { result.rawValue }
+
+    public var description: String {
+        let why = switch cause {
+        case let .blocked(reason): "blocked (\(reason))"
+        case .notInAllowedAccounts: "not an allowed account"
+        case .claimed: "managed elsewhere"
+        case let .denied(message): "denied by an admission check: \(message)"
+        case let .unavailable(message): "no admission check could decide: \(message)"
+        }
+        return "AdmissionError \(code) (\(result)): \(account.debugDescription) \(why)"
+    }
+}
