@@ -43,9 +43,14 @@ let package = Package(
             dependencies: ["IdentityRuntime"],
             swiftSettings: strictSettings
         ),
+        .target(
+            name: "IsolationStress",
+            dependencies: ["IdentityRuntime", "IdentityProtection", "IdentityPolicy", "IdentityTesting"],
+            swiftSettings: strictSettings
+        ),
         .executableTarget(
             name: "identity-harness",
-            dependencies: ["IdentityRuntime", "IdentityTesting"],
+            dependencies: ["IdentityRuntime", "IdentityTesting", "IdentityProtection", "IsolationStress"],
             swiftSettings: strictSettings
         ),
         .executableTarget(
@@ -78,7 +83,7 @@ let package = Package(
         ),
         .testTarget(
             name: "IdentityPolicyTests",
-            dependencies: ["IdentityPolicy", "IdentityProtection", "IdentityRuntime"],
+            dependencies: ["IdentityPolicy", "IdentityProtection", "IdentityRuntime", "IsolationStress"],
             swiftSettings: strictSettings
         ),
     ],

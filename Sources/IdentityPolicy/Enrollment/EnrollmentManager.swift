@@ -231,6 +231,7 @@ public final class EnrollmentManager: Sendable {
         switch response.statusCode {
         case .newPoliciesReceived:
             policyManager.broadcaster.send(.policyDidChange, object: policyManager, userInfo: ["accounts": [account.name], "tenants": [String]()])
+            policyManager.send(.accountPoliciesDidChange(accounts: [account], tenants: []))
         case .wipeReceived, .policyRecordGone: _ = await deRegisterAndUnenrollAccount(account, withWipe: response.statusCode == .wipeReceived)
         default: break
         }

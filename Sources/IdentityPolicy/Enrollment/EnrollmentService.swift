@@ -26,18 +26,29 @@ public protocol EnrollmentService: Sendable {
 /// source holds (``EnrollmentStatusCode/newPoliciesReceived`` when it has one,
 /// ``EnrollmentStatusCode/noPolicyReceived`` otherwise).
 public struct LocalEnrollmentService: EnrollmentService {
-    private let source: (any PolicySource)?
+    private let hasPolicy: @Sendable (Identity) -> Bool
 
+    /// Answers from `policySource`: an account's own document, or its domain's tenant document.
     public init(policySource: (any PolicySource)?) {
-        source = policySource
+        hasPolicy = { account in policySource?.policy(for: account) != nil }
+    }
+
+    /// Answers from `policyManager`'s source, with the tenants registered there (a tenant ID given to
+    /// ``EnrollmentManager/registerAndEnrollAccount(_:tenantID:objectID:)`` selects that tenant's document).
+    public init(policyManager: PolicyManager) {
+        hasPolicy = { [weak policyManager] account in
+            guard let policyManager else { return false }
+            let tenant = policyManager.accountInfo(for: account)?.tenantID
+            return policyManager.policySource?.policies.policy(for: account, tenant: tenant) != nil
+        }
     }
 
     public func enroll(_ account: Identity) async -> EnrollmentServiceResponse {
-        EnrollmentServiceResponse(source?.policy(for: account) != nil ? .newPoliciesReceived : .noPolicyReceived)
+        EnrollmentServiceResponse(hasPolicy(account) ? .newPoliciesReceived : .noPolicyReceived)
     }
 
     public func checkIn(_ account: Identity) async -> EnrollmentServiceResponse {
-        EnrollmentServiceResponse(source?.policy(for: account) != nil ? .policiesHaveNotChanged : .noPolicyReceived)
+        EnrollmentServiceResponse(hasPolicy(account) ? .policiesHaveNotChanged : .noPolicyReceived)
     }
 
     public func unenroll(_ account: Identity) async -> EnrollmentServiceResponse {

@@ -68,7 +68,8 @@ public enum EnrollmentStatusCode: Int, Sendable, Hashable, CaseIterable {
     case licensedNotTargeted = 225
     /// The device blocked the enrollment.
     case deviceBlockedEnrollment = 226
-    /// Another account is managed already: only one managed account at a time.
+    /// As many accounts as ``RuntimeSettings/maxManagedAccounts`` allows are managed already (with a limit of 1:
+    /// another account is managed).
     case singleManagedAccountMode = 227
 
     /// Whether the code is a success code (1xx).

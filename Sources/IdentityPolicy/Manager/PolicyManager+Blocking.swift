@@ -115,7 +115,8 @@ extension PolicyManager {
 
     /// Posts what changed, outside every lock, in this order: `.policyDidChange` (with the accounts and tenants
     /// whose policy changed) and ``PolicyEvent/accountPoliciesDidChange(accounts:tenants:)``; then each account
-    /// managed or unmanaged; then each account blocked (after asking the delegate) or unblocked.
+    /// managed or unmanaged; then each account blocked or unblocked. The delegate's `blockAccount` is called
+    /// from a task of its own when an account becomes blocked; the event does not wait for its answer.
     func announce(
         _ transitions: [AccountTransition], policiesChanged: Bool, tenants: Set<TenantID> = [], window: WindowID? = nil
     ) {

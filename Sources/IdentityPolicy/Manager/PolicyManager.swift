@@ -375,7 +375,7 @@ public final class PolicyManager: Sendable {
     /// The policy for the effective UI identity of the key window (thread, then UI on the main thread, then
     /// process identity).
     public var policy: Policy {
-        policy(for: effectiveUIIdentity(for: nil))
+        policy(forWindow: nil)
     }
 
     /// The policy of `window`'s effective UI identity; on the main thread, when the window shows several

@@ -77,8 +77,12 @@ extension FileProtectionManager {
     /// ```
     /// > Warning: Bytes written through the handle are stored as written. Use ``writeFile(atPath:contents:)``,
     /// > or ``encryptFile(path:for:)`` after closing, when the owner's files must be encrypted at rest.
+    /// The access check comes before the file is touched: opening an existing file is a read of its owner's
+    /// data by the caller's effective file identity; truncating it gives it to that identity (a transfer);
+    /// creating one creates data for that identity. A refused call leaves no file behind and empties none.
     /// - Parameter permissions: mode bits of a newly created file (before the process umask).
-    /// - Throws: 105 missing (without ``FileOpenOptions/create``) or a directory; 106 the OS refused.
+    /// - Throws: 105 missing (without ``FileOpenOptions/create``) or a directory; 106 the OS refused; 108 the
+    ///   caller may not see the owner's data; 109 an owner is blocked.
     public func openFile(
         atPath path: String, options: FileOpenOptions, permissions: UInt16 = 0o644
     ) throws(ProtectionError) -> FileHandle {
@@ -92,33 +96,39 @@ extension FileProtectionManager {
         }
         if options.contains(.append) { flags |= O_APPEND }
         if options.contains(.truncate) { flags |= O_TRUNC }
-        var created = false
-        let fd: Int32
-        if options.contains(.create) {
-            do throws(ProtectionError) {
-                fd = try POSIX.openFile(path, flags | O_CREAT | O_EXCL, mode: mode_t(permissions))
-                created = true
-            } catch let .ioFailure(_, _, code) where code == EEXIST && !options.contains(.exclusive) {
+        let caller = IdentityContext.effectiveFileIdentity
+        let existing = try destinationInfo(path)
+        if let existing {
+            guard POSIX.isRegular(existing) else { throw .fileNotFound(path: path) }
+            let owner = try currentOwner(path: path, info: existing, header: try encryptedHeader(path))
+            try policy.authorize(options.contains(.truncate) ? .transfer(to: caller) : .read(reader: caller), to: owner)
+        } else if !options.contains(.create) {
+            throw .fileNotFound(path: path)
+        }
+        let assignsOwner = existing == nil || options.contains(.truncate)
+        return try creating(for: assignsOwner ? caller : nil) { () throws(ProtectionError) -> FileHandle in
+            var created = false
+            let fd: Int32
+            if options.contains(.create) {
+                do throws(ProtectionError) {
+                    fd = try POSIX.openFile(path, flags | O_CREAT | O_EXCL, mode: mode_t(permissions))
+                    created = true
+                } catch let .ioFailure(_, _, code) where code == EEXIST && !options.contains(.exclusive) {
+                    fd = try POSIX.openFile(path, flags)
+                }
+            } else {
                 fd = try POSIX.openFile(path, flags)
             }
-        } else {
-            fd = try POSIX.openFile(path, flags)
-        }
-        do throws(ProtectionError) {
-            let info = try POSIX.fstatFD(fd, path: path)
-            guard POSIX.isRegular(info) else { throw ProtectionError.fileNotFound(path: path) }
-            if created || options.contains(.truncate) {
-                let owner = IdentityContext.effectiveFileIdentity
-                try creating(for: owner) { () throws(ProtectionError) in try owners.setOwner(owner, fd: fd, path: path) }
-            } else {
-                let owner = try currentOwner(path: path, info: info, header: try encryptedHeader(path))
-                try policy.authorize(.read(reader: IdentityContext.effectiveFileIdentity), to: owner)
+            do throws(ProtectionError) {
+                let info = try POSIX.fstatFD(fd, path: path)
+                guard POSIX.isRegular(info) else { throw ProtectionError.fileNotFound(path: path) }
+                if created || options.contains(.truncate) { try owners.setOwner(caller, fd: fd, path: path) }
+            } catch {
+                POSIX.closeFile(fd)
+                throw error
             }
-        } catch {
-            POSIX.closeFile(fd)
-            throw error
+            return FileHandle(fileDescriptor: fd, closeOnDealloc: true)
         }
-        return FileHandle(fileDescriptor: fd, closeOnDealloc: true)
     }
 }
 

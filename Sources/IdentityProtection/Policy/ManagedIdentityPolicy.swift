@@ -20,8 +20,8 @@ public protocol ManagedIdentityPolicy: Sendable {
     /// Asked by ``DataProtectionManager`` and ``FileProtectionManager`` before they create data owned by
     /// `owner` and before they hand out any plaintext of data `owner` owns (decrypted or stored in the clear).
     /// Never asked for unowned data or for ``Identity/unmanaged``; asked for other accounts whether or not they
-    /// are managed (an implementation answers `nil` for accounts it does not manage). The default allows
-    /// everything.
+    /// are managed (an implementation answers `nil` for accounts it neither manages nor blocks). The default
+    /// allows everything.
     func refusal(of access: ProtectedDataAccess, to owner: Identity) -> ProtectionError?
 }
 
