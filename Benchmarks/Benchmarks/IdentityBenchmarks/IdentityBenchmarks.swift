@@ -31,6 +31,7 @@ let benchmarks: @Sendable () -> Void = {
     registerReadAndScopeBenchmarks()
     registerPolicyBenchmarks()
     registerManyAccountsBenchmarks()
+    registerAdmissionBenchmarks()
     registerProtectionBenchmarks()
 }
 

@@ -28,3 +28,22 @@ func registerManyAccountsBenchmarks() {
         for _ in benchmark.scaledIterations { blackHole(manager.isIdentityManaged(probe)) }
     }
 }
+
+/// A cached admission of a managed account (one admission check, passed before) against the bare
+/// `withThreadIdentity` scope it ends in: what the service boundary adds per request.
+func registerAdmissionBenchmarks() {
+    let manager = PolicyManager(policySource: StaticPolicySource([alice: Policy(identity: alice)]))
+    manager.registerAdmissionCheck(ClosureAdmissionCheck { _, _ in .admit })
+
+    Benchmark("Admission.WithThreadIdentity") { benchmark in
+        for _ in benchmark.scaledIterations {
+            blackHole(await IdentityContext.withThreadIdentity(alice) { IdentityContext.currentThreadIdentity })
+        }
+    }
+    Benchmark("Admission.WithAdmittedIdentityCached") { benchmark in
+        _ = try? await manager.withAdmittedIdentity(alice) {}
+        for _ in benchmark.scaledIterations {
+            blackHole(try? await manager.withAdmittedIdentity(alice) { IdentityContext.currentThreadIdentity })
+        }
+    }
+}
