@@ -80,26 +80,39 @@ struct WipeJournal: Sendable {
 /// The creations of owned files in flight, per owner, so that a removal waits for those that passed the
 /// access check before it started.
 ///
-/// A creation is counted *before* its access check, so that either the check sees the account refused
-/// (its removal has started: nothing is created), or the removal sees the count and waits until that
-/// creation has finished, and then deletes what it created.
+/// A creation takes a ticket *before* its access check, so that either the check sees the account refused
+/// (its removal has started: nothing is created), or the removal sees the ticket and waits until that
+/// creation has finished, and then deletes what it created. A removal waits only for tickets taken before it
+/// began: creations that start later run their check after the account was refused, so writers that keep
+/// trying cannot starve it.
 final class CreationTracker: Sendable {
-    private let counts = LockedValue<[Identity: Int]>([:])
-
-    func begin(_ owner: Identity) {
-        counts.withLock { $0[owner, default: 0] += 1 }
+    private struct State {
+        var nextTicket: UInt64 = 0
+        var inFlight: [Identity: Set<UInt64>] = [:]
     }
 
-    func end(_ owner: Identity) {
-        counts.withLock { counts in
-            let remaining = counts[owner, default: 1] - 1
-            counts[owner] = remaining > 0 ? remaining : nil
+    private let state = LockedValue(State())
+
+    /// Registers a creation for `owner`; pass the ticket to ``end(_:ticket:)``.
+    func begin(_ owner: Identity) -> UInt64 {
+        state.withLock { state in
+            state.nextTicket += 1
+            state.inFlight[owner, default: []].insert(state.nextTicket)
+            return state.nextTicket
         }
     }
 
-    /// Returns once no creation for any of `owners` is in flight.
+    func end(_ owner: Identity, ticket: UInt64) {
+        state.withLock { state in
+            state.inFlight[owner]?.remove(ticket)
+            if state.inFlight[owner]?.isEmpty == true { state.inFlight[owner] = nil }
+        }
+    }
+
+    /// Returns once every creation for any of `owners` that began before this call has finished.
     func waitUntilIdle(_ owners: Set<Identity>) {
-        while counts.withLock({ counts in owners.contains { counts[$0] != nil } }) {
+        let horizon = state.withLock { $0.nextTicket }
+        while state.withLock({ state in owners.contains { owner in state.inFlight[owner]?.contains { $0 <= horizon } == true } }) {
             usleep(200)
         }
     }
@@ -114,8 +127,8 @@ extension FileProtectionManager {
         guard let owner, !owner.isUnmanaged else {
             return try body()
         }
-        creations.begin(owner)
-        defer { creations.end(owner) }
+        let ticket = creations.begin(owner)
+        defer { creations.end(owner, ticket: ticket) }
         try policy.authorize(.create, to: owner)
         return try body()
     }
