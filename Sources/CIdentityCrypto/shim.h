@@ -129,4 +129,71 @@ static inline int cidc_sha256(const uint8_t *input, size_t input_length, uint8_t
     return length == 32 ? 1 : -1;
 }
 
+/* Ed25519 (RFC 8032) for signed identity assertions: 32-byte raw private keys (seeds) and public keys,
+ * 64-byte signatures. */
+
+/// A new key pair: `private_key` and `public_key` receive 32 bytes each.
+static inline int cidc_ed25519_generate(uint8_t *private_key, uint8_t *public_key) {
+    EVP_PKEY_CTX *ctx = EVP_PKEY_CTX_new_id(EVP_PKEY_ED25519, NULL);
+    if (ctx == NULL) return -1;
+    EVP_PKEY *key = NULL;
+    int result = -1;
+    size_t private_length = 32, public_length = 32;
+    if (EVP_PKEY_keygen_init(ctx) != 1) goto done;
+    if (EVP_PKEY_keygen(ctx, &key) != 1) goto done;
+    if (EVP_PKEY_get_raw_private_key(key, private_key, &private_length) != 1 || private_length != 32) goto done;
+    if (EVP_PKEY_get_raw_public_key(key, public_key, &public_length) != 1 || public_length != 32) goto done;
+    result = 1;
+done:
+    EVP_PKEY_free(key);
+    EVP_PKEY_CTX_free(ctx);
+    return result;
+}
+
+/// The public key (32 bytes) of the raw private key `private_key` (32 bytes).
+static inline int cidc_ed25519_public_key(const uint8_t *private_key, uint8_t *public_key) {
+    EVP_PKEY *key = EVP_PKEY_new_raw_private_key(EVP_PKEY_ED25519, NULL, private_key, 32);
+    if (key == NULL) return -1;
+    size_t length = 32;
+    int result = (EVP_PKEY_get_raw_public_key(key, public_key, &length) == 1 && length == 32) ? 1 : -1;
+    EVP_PKEY_free(key);
+    return result;
+}
+
+/// Signs `message` with the raw private key (32 bytes); `signature` receives 64 bytes.
+static inline int cidc_ed25519_sign(const uint8_t *private_key, const uint8_t *message, size_t message_length,
+                                    uint8_t *signature) {
+    EVP_PKEY *key = EVP_PKEY_new_raw_private_key(EVP_PKEY_ED25519, NULL, private_key, 32);
+    if (key == NULL) return -1;
+    EVP_MD_CTX *ctx = EVP_MD_CTX_new();
+    int result = -1;
+    size_t length = 64;
+    if (ctx == NULL) goto done;
+    if (EVP_DigestSignInit(ctx, NULL, NULL, NULL, key) != 1) goto done;
+    if (EVP_DigestSign(ctx, signature, &length, message, message_length) != 1 || length != 64) goto done;
+    result = 1;
+done:
+    EVP_MD_CTX_free(ctx);
+    EVP_PKEY_free(key);
+    return result;
+}
+
+/// Verifies a 64-byte `signature` of `message` under the raw public key (32 bytes). 1: valid; 0: not valid
+/// (including a public key that is not a point of the curve); -1: backend failure.
+static inline int cidc_ed25519_verify(const uint8_t *public_key, const uint8_t *message, size_t message_length,
+                                      const uint8_t *signature) {
+    EVP_PKEY *key = EVP_PKEY_new_raw_public_key(EVP_PKEY_ED25519, NULL, public_key, 32);
+    if (key == NULL) { ERR_clear_error(); return 0; }
+    EVP_MD_CTX *ctx = EVP_MD_CTX_new();
+    int result = -1;
+    if (ctx == NULL) goto done;
+    if (EVP_DigestVerifyInit(ctx, NULL, NULL, NULL, key) != 1) goto done;
+    result = EVP_DigestVerify(ctx, signature, 64, message, message_length) == 1 ? 1 : 0;
+    ERR_clear_error();
+done:
+    EVP_MD_CTX_free(ctx);
+    EVP_PKEY_free(key);
+    return result;
+}
+
 #endif /* CIDENTITYCRYPTO_SHIM_H */

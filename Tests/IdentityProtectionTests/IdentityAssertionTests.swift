@@ -1,0 +1,210 @@
+import Foundation
+@testable import IdentityProtection
+import IdentityRuntime
+import IdentityTesting
+import Testing
+
+/// A clock tests move by hand.
+final class TestClock: Sendable {
+    private let now = LockedValue(Date(timeIntervalSince1970: 1_800_000_000))
+    var date: Date { now.withLock { $0 } }
+    func advance(_ seconds: TimeInterval) { now.withLock { $0 = $0.addingTimeInterval(seconds) } }
+}
+
+struct AssertionFixture {
+    let clock = TestClock()
+    let key: AssertionSigningKey
+    let signer: IdentityAssertionSigner
+    let verifier: IdentityAssertionVerifier
+
+    init() throws {
+        key = try AssertionSigningKey()
+        signer = IdentityAssertionSigner(key: key, keyID: "k1", issuer: "frontend")
+        let clock = clock
+        verifier = IdentityAssertionVerifier(
+            keys: ["k1": key.publicKey], issuers: ["frontend"], audience: "documents", clock: { clock.date })
+    }
+
+    func token(account: Identity = "alice@contoso.com", audience: String = "documents", lifetime: TimeInterval = 300,
+               notBefore: Date? = nil, issuedAt: Date? = nil) throws -> String {
+        let issued = issuedAt ?? clock.date
+        return try signer.sign(IdentityAssertion(
+            account: account, tenant: "contoso.com", issuer: "frontend", audience: audience, issuedAt: issued,
+            notBefore: notBefore, expiresAt: issued.addingTimeInterval(lifetime)))
+    }
+
+    /// A token with the given header and claims JSON, signed (or not) with this fixture's key.
+    func raw(header: String, claims: String, sign: Bool = true) throws -> String {
+        let input = Base64URL.encode(Array(header.utf8)) + "." + Base64URL.encode(Array(claims.utf8))
+        let signature = sign ? try key.signature(of: Array(input.utf8)) : []
+        return input + "." + Base64URL.encode(signature)
+    }
+
+    var claims: String {
+        let now = Int64(clock.date.timeIntervalSince1970)
+        return #"{"aud":"documents","exp":\#(now + 300),"iat":\#(now),"iss":"frontend","jti":"\#(UUID().uuidString)","sub":"alice@contoso.com"}"#
+    }
+}
+
+@Suite("Signed identity assertions: compact JWS with EdDSA (Ed25519)")
+struct IdentityAssertionTests {
+    @Test("a signed assertion verifies and says who, which tenant, from whom, for whom, until when")
+    func roundTrip() throws {
+        let f = try AssertionFixture()
+        let token = try f.token()
+        #expect(token.split(separator: ".").count == 3)
+        let assertion = try f.verifier.verify(token)
+        #expect(assertion.account == "alice@contoso.com" && assertion.tenant == "contoso.com")
+        #expect(assertion.issuer == "frontend" && assertion.audience == "documents")
+        #expect(assertion.expiresAt.timeIntervalSince(assertion.issuedAt) == 300)
+        let header = try #require(Base64URL.decode(token.split(separator: ".")[0]))
+        #expect(String(decoding: header, as: UTF8.self) == #"{"alg":"EdDSA","kid":"k1","typ":"JWT"}"#)
+    }
+
+    @Test("rotation: tokens of the old and the new key verify until the old key is removed")
+    func rotation() throws {
+        let f = try AssertionFixture()
+        let newKey = try AssertionSigningKey()
+        let newSigner = IdentityAssertionSigner(key: newKey, keyID: "k2", issuer: "frontend")
+        f.verifier.addKey(newKey.publicKey, id: "k2")
+        let old = try f.token(), new = try newSigner.sign(account: "bob@contoso.com", audience: "documents", now: f.clock.date)
+        #expect(try f.verifier.verify(old).account == "alice@contoso.com")
+        #expect(try f.verifier.verify(new).account == "bob@contoso.com")
+        f.verifier.removeKey(id: "k1")
+        #expect(f.verifier.keyIDs == ["k2"])
+        #expect(throws: AssertionError.unknownKey("k1")) { try f.verifier.verify(try f.token()) }
+    }
+
+    @Test("a private key round-trips through its raw bytes and derives the same public key")
+    func rawKeys() throws {
+        let key = try AssertionSigningKey()
+        let again = try AssertionSigningKey(rawRepresentation: key.rawRepresentation)
+        #expect(again.publicKey == key.publicKey)
+        #expect(throws: ProtectionError.self) { try AssertionSigningKey(rawRepresentation: [1, 2, 3]) }
+        #expect(throws: ProtectionError.self) { try AssertionVerificationKey(rawRepresentation: []) }
+    }
+
+    @Test("every refusal has its typed error")
+    func refusals() throws {
+        let f = try AssertionFixture()
+        let token = try f.token()
+        let parts = token.split(separator: ".").map(String.init)
+        #expect(throws: AssertionError.self) { try f.verifier.verify(parts[0] + "." + parts[1]) }
+        #expect(throws: AssertionError.unsupportedAlgorithm("none")) {
+            try f.verifier.verify(try f.raw(header: #"{"alg":"none","kid":"k1"}"#, claims: f.claims, sign: false))
+        }
+        #expect(throws: AssertionError.unsupportedAlgorithm("HS256")) {
+            try f.verifier.verify(try f.raw(header: #"{"alg":"HS256","kid":"k1","typ":"JWT"}"#, claims: f.claims))
+        }
+        #expect(throws: AssertionError.unsupportedHeader("jwk")) {
+            try f.verifier.verify(try f.raw(header: #"{"alg":"EdDSA","kid":"k1","jwk":{"kty":"OKP"}}"#, claims: f.claims))
+        }
+        #expect(throws: AssertionError.unsupportedHeader("typ JOSE+JSON")) {
+            try f.verifier.verify(try f.raw(header: #"{"alg":"EdDSA","kid":"k1","typ":"JOSE+JSON"}"#, claims: f.claims))
+        }
+        #expect(throws: AssertionError.unknownKey("k9")) {
+            try f.verifier.verify(try f.raw(header: #"{"alg":"EdDSA","kid":"k9"}"#, claims: f.claims))
+        }
+        let tampered = parts[0] + "." + Base64URL.encode(Array(f.claims.replacingOccurrences(of: "alice", with: "mallo").utf8)) + "." + parts[2]
+        #expect(throws: AssertionError.badSignature) { try f.verifier.verify(tampered) }
+        let forger = try AssertionSigningKey()
+        let forged = try IdentityAssertionSigner(key: forger, keyID: "k1", issuer: "frontend")
+            .sign(account: "alice@contoso.com", audience: "documents", now: f.clock.date)
+        #expect(throws: AssertionError.badSignature) { try f.verifier.verify(forged) }
+        #expect(throws: AssertionError.wrongAudience("billing")) { try f.verifier.verify(try f.token(audience: "billing")) }
+        let stranger = try IdentityAssertionSigner(key: f.key, keyID: "k1", issuer: "elsewhere")
+            .sign(account: "alice@contoso.com", audience: "documents", now: f.clock.date)
+        #expect(throws: AssertionError.wrongIssuer("elsewhere")) { try f.verifier.verify(stranger) }
+        let soon = try f.token(lifetime: 30)
+        f.clock.advance(91)
+        #expect(throws: AssertionError.self) { try f.verifier.verify(soon) }
+        let later = try f.token(notBefore: f.clock.date.addingTimeInterval(600))
+        #expect(throws: AssertionError.notYetValid(until: IdentityAssertion.wholeSeconds(f.clock.date.addingTimeInterval(600)))) {
+            try f.verifier.verify(later)
+        }
+        #expect(throws: AssertionError.self) { try f.verifier.verify(try f.token(issuedAt: f.clock.date.addingTimeInterval(3_600))) }
+        let replayed = try f.token()
+        _ = try f.verifier.verify(replayed)
+        #expect(throws: AssertionError.self) { try f.verifier.verify(replayed) }
+        #expect(throws: AssertionError.self) { try f.verifier.verify(token + "=") }
+        #expect(throws: AssertionError.self) { try f.verifier.verify(String(repeating: "a", count: 9_000)) }
+        let badAccount = #"{"aud":"documents","exp":\#(Int64(f.clock.date.timeIntervalSince1970) + 60),"iat":\#(Int64(f.clock.date.timeIntervalSince1970)),"iss":"frontend","jti":"x","sub":" alice@contoso.com"}"#
+        #expect(throws: AssertionError.self) { try f.verifier.verify(try f.raw(header: #"{"alg":"EdDSA","kid":"k1"}"#, claims: badAccount)) }
+        #expect(AssertionError.replayCacheFull.code == 11 && AssertionError.badSignature.code == 5)
+    }
+
+    @Test("the replay cache refuses rather than forgets: full of unexpired token IDs, new tokens are refused; expired IDs make room")
+    func replayCacheBound() throws {
+        let f = try AssertionFixture()
+        let verifier = IdentityAssertionVerifier(
+            keys: ["k1": f.key.publicKey], issuers: ["frontend"], audience: "documents", replayCacheCapacity: 2,
+            clock: { [clock = f.clock] in clock.date })
+        _ = try verifier.verify(try f.token(lifetime: 10))
+        _ = try verifier.verify(try f.token(lifetime: 10))
+        #expect(throws: AssertionError.replayCacheFull) { try verifier.verify(try f.token(lifetime: 10)) }
+        f.clock.advance(120)
+        #expect(try verifier.verify(try f.token()).account == "alice@contoso.com")
+    }
+
+    @Test("base64url is canonical: one encoding per byte string, padding and stray bits refused")
+    func canonicalBase64() {
+        for length in 0..<64 {
+            let bytes = (0..<length).map { UInt8(truncatingIfNeeded: $0 &* 37 &+ 11) }
+            let text = Base64URL.encode(bytes)
+            #expect(Base64URL.decode(Substring(text)) == bytes)
+            #expect(!text.contains("=") && !text.contains("+") && !text.contains("/"))
+        }
+        #expect(Base64URL.decode("QR") == nil)   // "QQ" is canonical for [0x41]; "QR" sets an unused bit
+        #expect(Base64URL.decode("QQ") == [0x41])
+        #expect(Base64URL.decode("QQ==") == nil && Base64URL.decode("Q") == nil && Base64URL.decode("Q Q") == nil)
+    }
+
+    @Test("100,000 mutated tokens: none is accepted")
+    func mutations() throws {
+        let f = try AssertionFixture()
+        let verifier = IdentityAssertionVerifier(
+            keys: ["k1": f.key.publicKey], issuers: ["frontend"], audience: "documents", replayCacheCapacity: 1_000_000,
+            clock: { [clock = f.clock] in clock.date })
+        let original = try f.token()
+        let characters = Array(original.utf8)
+        let alphabet = Array("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_.=+/ ".utf8)
+        let headers = [#"{"alg":"none","kid":"k1"}"#, #"{"alg":"HS256","kid":"k1"}"#, #"{"alg":"EdDSA"}"#,
+                       #"{"alg":"EdDSA","kid":"k1","crit":["exp"]}"#, #"{"alg":"ES256","kid":"k1"}"#, "[]", "null"]
+        let count = ProcessInfo.processInfo.environment["IDENTITY_LONG_TESTS"] == "1" ? 1_000_000
+            : Sanitizers.isThreadSanitizerActive ? 20_000 : 100_000
+        var random = SplitMix64(seed: 8_037)
+        var accepted: [String] = []
+        var tried = 0
+        while tried < count {
+            var mutated = characters
+            switch random.next() % 6 {
+            case 0:   // replace one character
+                let index = Int(random.next() % UInt64(mutated.count))
+                mutated[index] = alphabet[Int(random.next() % UInt64(alphabet.count))]
+            case 1:   // flip one bit of one character
+                let index = Int(random.next() % UInt64(mutated.count))
+                mutated[index] ^= UInt8(1 << (random.next() % 7))
+            case 2:   // delete a run
+                let index = Int(random.next() % UInt64(mutated.count))
+                mutated.removeSubrange(index..<min(mutated.count, index + 1 + Int(random.next() % 4)))
+            case 3:   // insert a character
+                let index = Int(random.next() % UInt64(mutated.count + 1))
+                mutated.insert(alphabet[Int(random.next() % UInt64(alphabet.count))], at: index)
+            case 4:   // swap or repeat parts
+                let parts = original.split(separator: ".", omittingEmptySubsequences: false).map(String.init)
+                let order = [[1, 0, 2], [0, 2, 1], [0, 0, 2], [0, 1, 1], [2, 1, 0], [0, 1]][Int(random.next() % 6)]
+                mutated = Array(order.map { parts[$0] }.joined(separator: ".").utf8)
+            default:  // another header over the same claims and signature
+                let parts = original.split(separator: ".").map(String.init)
+                let header = headers[Int(random.next() % UInt64(headers.count))]
+                mutated = Array((Base64URL.encode(Array(header.utf8)) + "." + parts[1] + "." + parts[2]).utf8)
+            }
+            guard mutated != characters else { continue }
+            tried += 1
+            let token = String(decoding: mutated, as: UTF8.self)
+            if let assertion = try? verifier.verify(token) { accepted.append("\(token) → \(assertion.account)") }
+        }
+        #expect(accepted.isEmpty, "\(accepted.prefix(3))")
+        #expect(try verifier.verify(original).account == "alice@contoso.com")   // the original itself still verifies
+    }
+}
