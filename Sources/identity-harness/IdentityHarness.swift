@@ -30,6 +30,8 @@ struct IdentityHarness {
             exit(StressCommand.run(options) ? 0 : 1)
         case "wipe-child":
             exit(WipeChildCommand.run(arguments) ? 0 : 1)
+        case "assertion":
+            exit(AssertionCommand.run(arguments) ? 0 : 1)
         case "soak":
             var defaults = StressCommand.Options()
             defaults.duration = 600
@@ -72,6 +74,8 @@ struct IdentityHarness {
                    --fault none|skip-restore|capture-at-run (self-check: must then fail)
                    --isolation: the randomized tenant-isolation program instead (--seed, --duration)
           soak     stress for 600 s by default, also reporting resident memory growth per million units
+          assertion keygen | sign --private-key HEX --kid K --issuer I --audience A --account NAME [--tenant T]
+                   | verify --public-key HEX --kid K --issuer I --audience A  (tokens on standard input)
           bench    raw vs identity-carrying primitives, interleaved, median ratio and spread
                    (use: swift run -c release identity-harness bench)
         """

@@ -32,6 +32,7 @@ let benchmarks: @Sendable () -> Void = {
     registerPolicyBenchmarks()
     registerManyAccountsBenchmarks()
     registerAdmissionBenchmarks()
+    registerAssertionBenchmarks()
     registerProtectionBenchmarks()
 }
 

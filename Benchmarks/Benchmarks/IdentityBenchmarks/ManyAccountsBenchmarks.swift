@@ -1,5 +1,6 @@
 import Benchmark
 import IdentityPolicy
+import IdentityProtection
 import IdentityRuntime
 
 /// A manager with 10,000 managed accounts, each with a distinct policy: `policy(for:)` and
@@ -44,6 +45,31 @@ func registerAdmissionBenchmarks() {
         _ = try? await manager.withAdmittedIdentity(alice) {}
         for _ in benchmark.scaledIterations {
             blackHole(try? await manager.withAdmittedIdentity(alice) { IdentityContext.currentThreadIdentity })
+        }
+    }
+}
+
+/// Verifying a signed identity assertion (parse, header rules, Ed25519, claims, replay cache) against the bare
+/// Ed25519 verification of the same bytes through the same libcrypto.
+func registerAssertionBenchmarks() {
+    guard let key = try? AssertionSigningKey() else { return }
+    let signer = IdentityAssertionSigner(key: key, keyID: "k1", issuer: "frontend")
+    let tokens = (0..<20_000).compactMap { _ in try? signer.sign(account: alice, tenant: "contoso.com", audience: "documents") }
+    let verifier = IdentityAssertionVerifier(keys: ["k1": key.publicKey], issuers: ["frontend"], audience: "documents",
+                                             replayCacheCapacity: 1_000_000)
+    let parts = tokens[0].split(separator: ".")
+    let message = Array((parts[0] + "." + parts[1]).utf8)
+    guard let signature = try? key.signature(of: message) else { return }
+    let configuration = Benchmark.Configuration(scalingFactor: .one, maxIterations: 10_000)
+
+    Benchmark("AssertionVerify.RawEd25519", configuration: configuration) { benchmark in
+        for _ in benchmark.scaledIterations { blackHole(try? key.publicKey.isValidSignature(signature, of: message)) }
+    }
+    Benchmark("AssertionVerify.IdentityAssertionVerifier", configuration: configuration) { benchmark in
+        var index = 0
+        for _ in benchmark.scaledIterations {
+            blackHole(try? verifier.verify(tokens[index % tokens.count]))
+            index += 1
         }
     }
 }

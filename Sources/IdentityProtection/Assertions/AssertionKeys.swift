@@ -54,8 +54,8 @@ public struct AssertionSigningKey: Sendable {
         #endif
     }
 
-    /// The 64-byte signature of `message`.
-    func signature(of message: [UInt8]) throws(ProtectionError) -> [UInt8] {
+    /// The 64-byte Ed25519 signature of `message`.
+    public func signature(of message: [UInt8]) throws(ProtectionError) -> [UInt8] {
         #if canImport(CryptoKit)
         do {
             return Array(try Curve25519.Signing.PrivateKey(rawRepresentation: rawRepresentation).signature(for: message))
@@ -85,8 +85,9 @@ public struct AssertionVerificationKey: Sendable, Hashable {
         self.rawRepresentation = rawRepresentation
     }
 
-    /// Whether `signature` is a valid signature of `message` under this key.
-    func isValidSignature(_ signature: [UInt8], of message: [UInt8]) throws(ProtectionError) -> Bool {
+    /// Whether `signature` is a valid Ed25519 signature of `message` under this key: one call into the crypto
+    /// library, the floor of ``IdentityAssertionVerifier/verify(_:)``.
+    public func isValidSignature(_ signature: [UInt8], of message: [UInt8]) throws(ProtectionError) -> Bool {
         guard signature.count == 64 else { return false }
         #if canImport(CryptoKit)
         guard let key = try? Curve25519.Signing.PublicKey(rawRepresentation: rawRepresentation) else { return false }

@@ -1,0 +1,81 @@
+import Foundation
+import IdentityProtection
+import IdentityRuntime
+
+/// `identity-harness assertion keygen | sign OPTIONS | verify OPTIONS`: the signed identity assertions from the
+/// command line, for interoperability checks with other JWT implementations (`scripts/jwt-interop.py`).
+///
+/// - `keygen`: prints `private HEX` and `public HEX` (raw Ed25519 keys).
+/// - `sign --private-key HEX --kid K --issuer I --audience A --account NAME [--tenant T] [--lifetime S]`:
+///   prints a token.
+/// - `verify --public-key HEX --kid K --issuer I --audience A`: reads tokens from standard input, one per line,
+///   and prints for each `accepted ACCOUNT TENANT` or `refused CODE DESCRIPTION` (one verifier for the whole
+///   input, so a repeated token is a replay).
+enum AssertionCommand {
+    static func run(_ arguments: ArraySlice<String>) -> Bool {
+        var arguments = arguments
+        let command = arguments.popFirst() ?? ""
+        var options: [String: String] = [:]
+        while let flag = arguments.popFirst() {
+            guard flag.hasPrefix("--"), let value = arguments.popFirst() else { return fail("expected --name value, got \(flag)") }
+            options[String(flag.dropFirst(2))] = value
+        }
+        do {
+            switch command {
+            case "keygen":
+                let key = try AssertionSigningKey()
+                print("private \(hex(key.rawRepresentation))")
+                print("public \(hex(key.publicKey.rawRepresentation))")
+            case "sign":
+                guard let keyHex = options["private-key"], let bytes = bytes(keyHex), let kid = options["kid"],
+                      let issuer = options["issuer"], let audience = options["audience"], let account = options["account"]
+                else { return fail("sign needs --private-key --kid --issuer --audience --account") }
+                let signer = IdentityAssertionSigner(key: try AssertionSigningKey(rawRepresentation: bytes), keyID: kid, issuer: issuer)
+                print(try signer.sign(
+                    account: Identity(validating: account), tenant: options["tenant"], audience: audience,
+                    lifetime: options["lifetime"].flatMap(Double.init) ?? 300))
+            case "verify":
+                guard let keyHex = options["public-key"], let bytes = bytes(keyHex), let kid = options["kid"],
+                      let issuer = options["issuer"], let audience = options["audience"]
+                else { return fail("verify needs --public-key --kid --issuer --audience") }
+                let verifier = IdentityAssertionVerifier(
+                    keys: [kid: try AssertionVerificationKey(rawRepresentation: bytes)], issuers: [issuer], audience: audience)
+                while let line = readLine() {
+                    let token = line.trimmingCharacters(in: .whitespaces)
+                    guard !token.isEmpty else { continue }
+                    do throws(AssertionError) {
+                        let assertion = try verifier.verify(token)
+                        print("accepted \(assertion.account.name) \(assertion.tenant ?? "-")")
+                    } catch {
+                        print("refused \(error.code) \(error)")
+                    }
+                }
+            default:
+                return fail("usage: identity-harness assertion keygen | sign … | verify …")
+            }
+            return true
+        } catch {
+            return fail("\(error)")
+        }
+    }
+
+    static func hex(_ bytes: [UInt8]) -> String {
+        bytes.map { String(format: "%02x", $0) }.joined()
+    }
+
+    static func bytes(_ hex: String) -> [UInt8]? {
+        let digits = Array(hex.utf8)
+        guard digits.count.isMultiple(of: 2) else { return nil }
+        var result: [UInt8] = []
+        for index in stride(from: 0, to: digits.count, by: 2) {
+            guard let byte = UInt8(String(decoding: digits[index..<index + 2], as: UTF8.self), radix: 16) else { return nil }
+            result.append(byte)
+        }
+        return result
+    }
+
+    static func fail(_ message: String) -> Bool {
+        FileHandle.standardError.write(Data("assertion: \(message)\n".utf8))
+        return false
+    }
+}

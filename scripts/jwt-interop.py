@@ -1,0 +1,121 @@
+#!/usr/bin/env python3
+"""Interoperability of the runtime's signed identity assertions with PyJWT (an implementation nobody here wrote).
+
+    python3 scripts/jwt-interop.py PATH/TO/identity-harness
+
+1. Python signs (PyJWT, EdDSA, key from `cryptography`), Swift verifies.
+2. Swift signs, Python verifies (signature, issuer, audience, expiry).
+3. Python forges: alg none, HS256 keyed with the public key, another key, a tampered payload, an embedded
+   jwk header, an unknown kid, the wrong audience and issuer, an expired token, a replay. Swift refuses each
+   with the expected error code.
+Prints one line per check and 'N passed, N failed'; exits 1 on any failure.
+"""
+import base64
+import json
+import subprocess
+import sys
+import time
+import uuid
+
+import jwt
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+from cryptography.hazmat.primitives import serialization
+
+HARNESS = sys.argv[1] if len(sys.argv) > 1 else ".build/debug/identity-harness"
+ISSUER, AUDIENCE = "frontend", "documents"
+results = []
+
+
+def check(name, condition, detail=""):
+    results.append(bool(condition))
+    print(("PASS " if condition else "FAIL ") + name + (f": {detail}" if detail and not condition else ""))
+
+
+def raw_public(private_key):
+    return private_key.public_key().public_bytes(serialization.Encoding.Raw, serialization.PublicFormat.Raw)
+
+
+def swift_verify(public_key_raw, kid, tokens):
+    """Verifies every token with one Swift verifier; returns one answer line per token."""
+    process = subprocess.run(
+        [HARNESS, "assertion", "verify", "--public-key", public_key_raw.hex(), "--kid", kid,
+         "--issuer", ISSUER, "--audience", AUDIENCE],
+        input="\n".join(tokens) + "\n", capture_output=True, text=True, check=True)
+    return process.stdout.strip().splitlines()
+
+
+def claims(**overrides):
+    now = int(time.time())
+    values = {"sub": "alice@contoso.com", "tid": "contoso.com", "iss": ISSUER, "aud": AUDIENCE,
+              "iat": now, "exp": now + 300, "jti": str(uuid.uuid4())}
+    values.update(overrides)
+    return values
+
+
+def b64(data):
+    return base64.urlsafe_b64encode(data).rstrip(b"=").decode()
+
+
+python_key = Ed25519PrivateKey.generate()
+python_public = raw_public(python_key)
+
+# 1. Python signs, Swift verifies.
+good = jwt.encode(claims(), python_key, algorithm="EdDSA", headers={"kid": "py1"})
+answers = swift_verify(python_public, "py1", [good])
+check("PyJWT-signed token verified by Swift", answers == ["accepted alice@contoso.com contoso.com"], answers)
+
+# 2. Swift signs, Python verifies.
+keygen = subprocess.run([HARNESS, "assertion", "keygen"], capture_output=True, text=True, check=True).stdout.split()
+swift_private, swift_public = bytes.fromhex(keygen[1]), bytes.fromhex(keygen[3])
+token = subprocess.run(
+    [HARNESS, "assertion", "sign", "--private-key", swift_private.hex(), "--kid", "sw1", "--issuer", ISSUER,
+     "--audience", AUDIENCE, "--account", "bob@fabrikam.com", "--tenant", "fabrikam.com"],
+    capture_output=True, text=True, check=True).stdout.strip()
+swift_public_key = serialization.load_der_public_key(
+    bytes.fromhex("302a300506032b6570032100") + swift_public)
+try:
+    decoded = jwt.decode(token, swift_public_key, algorithms=["EdDSA"], audience=AUDIENCE, issuer=ISSUER)
+    header = jwt.get_unverified_header(token)
+    check("Swift-signed token verified by PyJWT",
+          decoded["sub"] == "bob@fabrikam.com" and decoded["tid"] == "fabrikam.com" and header["alg"] == "EdDSA"
+          and header["kid"] == "sw1" and decoded["exp"] - decoded["iat"] == 300 and decoded["jti"], decoded)
+except jwt.PyJWTError as error:
+    check("Swift-signed token verified by PyJWT", False, repr(error))
+try:
+    jwt.decode(token[:-4] + ("AAAA" if not token.endswith("AAAA") else "BBBB"), swift_public_key,
+               algorithms=["EdDSA"], audience=AUDIENCE, issuer=ISSUER)
+    check("PyJWT refuses a Swift token with a tampered signature", False)
+except jwt.PyJWTError:
+    check("PyJWT refuses a Swift token with a tampered signature", True)
+
+# 3. Python forges; Swift refuses with the expected code.
+other_key = Ed25519PrivateKey.generate()
+header_none = b64(json.dumps({"alg": "none", "kid": "py1"}).encode())
+payload = b64(json.dumps(claims()).encode())
+good_parts = jwt.encode(claims(), python_key, algorithm="EdDSA", headers={"kid": "py1"}).split(".")
+tampered_payload = b64(json.dumps(claims(sub="mallory@contoso.com")).encode())
+jwk = json.loads(jwt.algorithms.OKPAlgorithm.to_jwk(other_key.public_key()))
+replay = jwt.encode(claims(), python_key, algorithm="EdDSA", headers={"kid": "py1"})
+forgeries = [
+    ("alg none", f"{header_none}.{payload}.", 2),
+    ("HS256 keyed with the public key", jwt.encode(claims(), python_public, algorithm="HS256", headers={"kid": "py1"}), 2),
+    ("signed with another key", jwt.encode(claims(), other_key, algorithm="EdDSA", headers={"kid": "py1"}), 5),
+    ("tampered payload", f"{good_parts[0]}.{tampered_payload}.{good_parts[2]}", 5),
+    ("embedded jwk header", jwt.encode(claims(), other_key, algorithm="EdDSA", headers={"kid": "py1", "jwk": jwk}), 3),
+    ("unknown kid", jwt.encode(claims(), python_key, algorithm="EdDSA", headers={"kid": "py9"}), 4),
+    ("wrong audience", jwt.encode(claims(aud="billing"), python_key, algorithm="EdDSA", headers={"kid": "py1"}), 8),
+    ("wrong issuer", jwt.encode(claims(iss="evil"), python_key, algorithm="EdDSA", headers={"kid": "py1"}), 9),
+    ("expired", jwt.encode(claims(iat=int(time.time()) - 3600, exp=int(time.time()) - 600), python_key,
+                           algorithm="EdDSA", headers={"kid": "py1"}), 6),
+    ("not yet valid", jwt.encode(claims(nbf=int(time.time()) + 3600), python_key, algorithm="EdDSA",
+                                 headers={"kid": "py1"}), 7),
+]
+answers = swift_verify(python_public, "py1", [token for _, token, _ in forgeries] + [replay, replay])
+for (name, _, code), answer in zip(forgeries, answers):
+    check(f"Swift refuses the forgery '{name}' with code {code}", answer.startswith(f"refused {code} "), answer)
+check("Swift accepts a token once", answers[len(forgeries)] == "accepted alice@contoso.com contoso.com", answers[len(forgeries):])
+check("Swift refuses its replay with code 10", answers[len(forgeries) + 1].startswith("refused 10 "), answers[len(forgeries):])
+
+passed, failed = sum(results), len(results) - sum(results)
+print(f"{passed} passed, {failed} failed")
+sys.exit(1 if failed else 0)
