@@ -218,6 +218,13 @@ final class Ledger: Sendable {
     func expect(_ condition: Bool, _ message: @autoclosure () -> String) {
         if !condition { problem(message()) }
     }
+
+    /// One problem for all of `offenders` (there should be none), naming the first few.
+    func expectNone(_ offenders: [String], _ what: String) {
+        guard !offenders.isEmpty else { return }
+        let named = offenders.prefix(3).joined(separator: ", ") + (offenders.count > 3 ? ", …" : "")
+        problem("\(offenders.count) \(what): \(named)")
+    }
 }
 
 /// The effective file identity seen at each hop of one request.
@@ -751,7 +758,7 @@ final class Upload: Sendable {
 }
 
 /// Waits (polling) until `condition` holds; a problem after `seconds`.
-func waitUntil(_ what: String, ledger: Ledger, seconds: Double = 20, _ condition: () -> Bool) async {
+func waitUntil(_ what: String, ledger: Ledger, seconds: Double = 5, _ condition: () -> Bool) async {
     let deadline = Date().addingTimeInterval(seconds)
     while !condition() {
         if Date() > deadline { return ledger.problem("timed out waiting until \(what)") }
@@ -802,23 +809,22 @@ func tenantWipe(_ service: Service, backup: String?) async -> [String: Int] {
     }
     for upload in uploads {
         let progress = upload.progress.withLock { $0 }
-        ledger.expect(progress.unexpected.isEmpty, "upload \(upload.number): \(progress.unexpected.prefix(3))")
+        ledger.expectNone(progress.unexpected, "unexpected errors in upload \(upload.number)")
         if upload.account.organization?.tenant == contoso {
-            ledger.expect(progress.refused > 0, "upload \(upload.number) was never refused")
-            for path in progress.written where FileManager.default.fileExists(atPath: path) {
-                ledger.problem("upload \(upload.number)'s \(service.relative(path)) survived the wipe")
-            }
+            ledger.expect(progress.refused > 0, "upload \(upload.number) of \(upload.account.label) was never refused")
+            let survivors = progress.written.filter { FileManager.default.fileExists(atPath: $0) }
+            ledger.expectNone(survivors.map(service.relative), "file(s) of upload \(upload.number) survived the wipe")
         } else {
             ledger.expect(progress.refused == 0, "carol's upload was refused \(progress.refused) time(s)")
-            let owned = progress.written.allSatisfy {
-                (try? files.protectionInfo(path: $0)?.owner) == Accounts.carol.identity
-            }
-            ledger.expect(owned, "a part of carol's upload is missing or not hers")
+            ledger.expectNone(progress.written.filter {
+                (try? files.protectionInfo(path: $0)?.owner) != Accounts.carol.identity
+            }.map(service.relative), "part(s) of carol's upload missing or not hers")
         }
     }
-    print("  alice's and bob's uploads: each write after the wipe began refused with ProtectionError 109 "
-        + "(reason \(BlockAccountReason.wiped.rawValue), wiped)")
-    print("  carol's upload (fabrikam.com): wrote on, never refused")
+    let refusedAll = contosoUploads.allSatisfy { $0.refused > 0 }
+    print("  alice's and bob's uploads: " + (refusedAll ? "every write after the wipe began was refused with "
+        + "ProtectionError 109 (reason \(BlockAccountReason.wiped.rawValue), wiped)" : "NOT REFUSED"))
+    print("  carol's upload (fabrikam.com): " + (carolsUpload.refused == 0 ? "wrote on, never refused" : "REFUSED"))
 
     if let report {
         let wiped = report.accounts.map(\.account)
@@ -844,15 +850,12 @@ func tenantWipe(_ service: Service, backup: String?) async -> [String: Int] {
     }
 
     // Nothing of contoso remains; everything else is as it was.
-    var remainingOfContoso = 0
-    for path in service.filesUnderRoots() where inContoso(try? files.protectionInfo(path: path)?.owner) {
-        remainingOfContoso += 1
-        ledger.problem("\(service.relative(path)) of contoso.com survived the wipe")
-    }
+    let survivors = service.filesUnderRoots().filter { inContoso(try? files.protectionInfo(path: $0)?.owner) }
+    ledger.expectNone(survivors.map(service.relative), "file(s) of contoso.com survived the wipe")
     let owners = (try? files.ownersUnderRoots()) ?? []
     ledger.expect(!owners.contains(where: inContoso), "ownersUnderRoots still lists accounts of contoso.com")
     let identical = others.filter { FileManager.default.contents(atPath: $0.key) == $0.value }.count
-    print("  after: \(remainingOfContoso) file(s) of contoso.com; \(identical) of \(others.count) other file(s) "
+    print("  after: \(survivors.count) file(s) of contoso.com; \(identical) of \(others.count) other file(s) "
         + "byte-identical; \(service.keyFileCount()) key file(s)")
     ledger.expect(identical == others.count, "\(others.count - identical) other file(s) changed or vanished")
     ledger.expect(service.keyFileCount() == 0, "contoso's key files survived the wipe")
@@ -862,14 +865,15 @@ func tenantWipe(_ service: Service, backup: String?) async -> [String: Int] {
     ledger.expect(blocked == ["alice@contoso.com", "bob@contoso.com", "dave@contoso.com", "erin@fabrikam.com"],
                   "blockedAccounts: \(blocked.map(show))")
 
-    var remaining: [String: Int] = [:]
+    var remaining: [String: Int] = [:], wrong: [String] = []
     for file in ledger.snapshot.files {
         let exists = FileManager.default.fileExists(atPath: file.path)
         if exists { remaining[file.account.label, default: 0] += 1 }
-        let wiped = file.account.organization?.tenant == contoso
-        ledger.expect(exists == !wiped,
-                      "after the wipe, \(service.relative(file.path)) \(exists ? "exists" : "is gone")")
+        if exists == (file.account.organization?.tenant == contoso) {
+            wrong.append("\(service.relative(file.path)) \(exists ? "exists" : "is gone")")
+        }
     }
+    ledger.expectNone(wrong, "file(s) the service wrote are not as the wipe should leave them")
 
     if let backup {
         // Crypto-shredding: a copy the wipe could not find (outside the roots) is refused while alice is
