@@ -354,7 +354,8 @@ final class World: Sendable {
             let expected = allowed(owner: state.owner, reader: target)
             let what = "re-owning \(show(state.owner))'s file to \(show(target))"
             do {
-                try files.protect(path: item.path, identity: target)
+                // The owner hands its file over (the caller must be allowed to see the data, too).
+                try IdentityContext.withThreadIdentity(state.owner) { try files.protect(path: item.path, identity: target) }
                 let owner = try files.protectionInfo(path: item.path)?.owner
                 if !expected { return tally(.reownFile, allowed: true, violation: "\(what) was allowed; the rules refuse it") }
                 if owner != target { return tally(.reownFile, allowed: true, violation: "\(what): the owner is \(show(owner))") }

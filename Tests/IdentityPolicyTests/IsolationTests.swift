@@ -135,14 +135,28 @@ struct IsolationTests {
     func reowning() throws {
         let f = try IsolationFixture()
         let path = try f.write("a.txt", as: alice, "contoso data")
-        #expect(throws: ProtectionError.accessDenied(identity: alice, reader: carol)) { try f.files.protect(path: path, identity: carol) }
+        try IdentityContext.withThreadIdentity(alice) {
+            #expect(throws: ProtectionError.accessDenied(identity: alice, reader: carol)) { try f.files.protect(path: path, identity: carol) }
+            #expect(throws: ProtectionError.accessDenied(identity: alice, reader: carol)) { try f.files.encryptFile(path: path, for: carol) }
+        }
         #expect(try f.files.protectionInfo(path: path)?.owner == alice)
-        #expect(throws: ProtectionError.accessDenied(identity: alice, reader: carol)) { try f.files.encryptFile(path: path, for: carol) }
-        try f.files.protect(path: path, identity: bob)
+        // A caller that may not see alice's data cannot hand it on, not even within her tenant.
+        for caller in [carol, dave, nil] as [Identity?] {
+            #expect(throws: ProtectionError.accessDenied(identity: alice, reader: caller)) {
+                try IdentityContext.withThreadIdentity(caller) { try f.files.protect(path: path, identity: bob) }
+            }
+        }
+        // Overwriting another tenant's file is handing it over too.
+        #expect(throws: ProtectionError.accessDenied(identity: alice, reader: carol)) {
+            try IdentityContext.withThreadIdentity(carol) { try f.files.writeFile(atPath: path, contents: Data("carol's".utf8)) }
+        }
+        try IdentityContext.withThreadIdentity(alice) { try f.files.protect(path: path, identity: bob) }
         #expect(try f.files.protectionInfo(path: path)?.owner == bob)
         #expect(try IdentityContext.withThreadIdentity(bob) { try f.files.readFile(atPath: path) } == Data("contoso data".utf8))
         let franks = try f.write("f.txt", as: frank, "northwind data")
-        #expect(throws: ProtectionError.accessDenied(identity: frank, reader: alice)) { try f.files.protect(path: franks, identity: alice) }
+        #expect(throws: ProtectionError.accessDenied(identity: frank, reader: alice)) {
+            try IdentityContext.withThreadIdentity(frank) { try f.files.protect(path: franks, identity: alice) }
+        }
     }
 
     @Test("openFile checks before it touches the file: a refused truncation empties nothing, a refused creation leaves nothing")

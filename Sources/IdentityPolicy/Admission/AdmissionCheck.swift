@@ -1,8 +1,8 @@
 import IdentityRuntime
 
 /// Why an account asks to be admitted: free text for logs and checks ("GET /documents"), or one of the
-/// named reasons. A string literal is one.
-public struct AdmissionReason: Sendable, Hashable, ExpressibleByStringLiteral, CustomStringConvertible {
+/// named reasons. A string literal, interpolations included, is one.
+public struct AdmissionReason: Sendable, Hashable, ExpressibleByStringInterpolation, CustomStringConvertible {
     public let description: String
 
     public init(_ description: String) {

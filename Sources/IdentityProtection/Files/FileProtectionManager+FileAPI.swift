@@ -15,7 +15,9 @@ extension FileProtectionManager {
     /// When the policy manages that identity and requires file encryption, the file is written encrypted.
     /// An existing file keeps its permission bits; a new one gets `0600` when encrypted, `0644` otherwise.
     /// - Throws: 105 `path` names a directory or other non-regular file; 106 the OS refused (a missing parent
-    ///   directory, a path under a regular file, a read-only file system); 103/107 key or crypto failures.
+    ///   directory, a path under a regular file, a read-only file system); 103/107 key or crypto failures;
+    ///   108 the file belongs to another account that may not be handed to the caller (replacing it is a
+    ///   transfer, see ``protect(path:identity:)``); 109 an owner is blocked.
     public func writeFile(atPath path: String, contents: Data) throws(ProtectionError) {
         let owner = IdentityContext.effectiveFileIdentity
         try creating(for: owner) { () throws(ProtectionError) in try write(contents, to: path, owner: owner) }
@@ -25,6 +27,10 @@ extension FileProtectionManager {
         let path = Paths.absolute(path)
         let previous = try destinationInfo(path)
         if let previous, !POSIX.isRegular(previous) { throw .fileNotFound(path: path) }
+        if let previous {
+            // Replacing another owner's file gives the path to the new owner: a transfer of it.
+            try authorizeHandOver(of: try currentOwner(path: path, info: previous, header: try encryptedHeader(path)), to: owner)
+        }
         let encrypt = owner.map(requiresEncryption) ?? false
         let mode = previous.map { $0.st_mode & 0o7777 } ?? (encrypt ? 0o600 : 0o644)
         var output = try AtomicFile(replacing: path, mode: mode)
@@ -101,7 +107,11 @@ extension FileProtectionManager {
         if let existing {
             guard POSIX.isRegular(existing) else { throw .fileNotFound(path: path) }
             let owner = try currentOwner(path: path, info: existing, header: try encryptedHeader(path))
-            try policy.authorize(options.contains(.truncate) ? .transfer(to: caller) : .read(reader: caller), to: owner)
+            if options.contains(.truncate) {
+                try authorizeHandOver(of: owner, to: caller)
+            } else {
+                try policy.authorize(.read(reader: caller), to: owner)
+            }
         } else if !options.contains(.create) {
             throw .fileNotFound(path: path)
         }

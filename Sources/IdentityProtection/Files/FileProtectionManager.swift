@@ -112,8 +112,9 @@ public final class FileProtectionManager: Sendable {
     /// for it; an encrypted file given to an owner that needs no encryption is decrypted in place; an
     /// encrypted file given to another managed owner is re-encrypted for that owner.
     ///
-    /// Giving a file of one account to another is a transfer between them: the policy is asked for
-    /// ``ProtectedDataAccess/transfer(to:)`` on the current owner's data first.
+    /// Giving a file of one account to another is a transfer between them: the caller (its effective file
+    /// identity) must be allowed to see the current owner's data, and the policy must allow
+    /// ``ProtectedDataAccess/transfer(to:)`` of it to the new owner.
     /// - Throws: 105 no regular file at `path`, 104 the unmanaged identity cannot own an encrypted file,
     ///   100...103 a damaged encrypted file, 106 the OS refused, 108 the transfer is not allowed, 109 an
     ///   owner is blocked.
@@ -122,10 +123,7 @@ public final class FileProtectionManager: Sendable {
         let path = Paths.absolute(path)
         let info = try regularFileInfo(path)
         let current = try encryptedHeader(path)
-        let previousOwner = try currentOwner(path: path, info: info, header: current)
-        if let previousOwner, previousOwner != owner {
-            try policy.authorize(.transfer(to: owner), to: previousOwner)
-        }
+        try authorizeHandOver(of: try currentOwner(path: path, info: info, header: current), to: owner)
         try creating(for: owner) { () throws(ProtectionError) in
             if let owner, requiresEncryption(owner) {
                 if current?.owner == owner { return try owners.setOwner(owner, path: path) }
@@ -180,10 +178,7 @@ public final class FileProtectionManager: Sendable {
         }
         let path = Paths.absolute(path)
         let info = try regularFileInfo(path)
-        let previousOwner = try currentOwner(path: path, info: info, header: try encryptedHeader(path))
-        if let previousOwner, previousOwner != owner {
-            try policy.authorize(.transfer(to: owner), to: previousOwner)
-        }
+        try authorizeHandOver(of: try currentOwner(path: path, info: info, header: try encryptedHeader(path)), to: owner)
         try creating(for: owner) { () throws(ProtectionError) in try encrypt(path: path, info: info, for: owner) }
     }
 
@@ -269,6 +264,15 @@ public final class FileProtectionManager: Sendable {
 
     func isManaged(_ identity: Identity) -> Bool {
         !identity.isUnmanaged && policy.isManaged(identity)
+    }
+
+    /// The checks before a file of `previousOwner` is given to `newOwner` (re-owned): the caller may see the
+    /// previous owner's data (``ProtectedDataAccess/read(reader:)``), and the data may go to the new owner
+    /// (``ProtectedDataAccess/transfer(to:)``). Nothing to check when the owner does not change or there was none.
+    func authorizeHandOver(of previousOwner: Identity?, to newOwner: Identity?) throws(ProtectionError) {
+        guard let previousOwner, previousOwner != newOwner else { return }
+        try policy.authorize(.read(reader: IdentityContext.effectiveFileIdentity), to: previousOwner)
+        try policy.authorize(.transfer(to: newOwner), to: previousOwner)
     }
 
     /// The owner of the regular file at `path`: the one in its encrypted-file `header`, else the recorded one.
