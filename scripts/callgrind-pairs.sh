@@ -6,7 +6,8 @@
 #
 #   scripts/callgrind-pairs.sh                    # print the table
 #   scripts/callgrind-pairs.sh --check FILE       # also fail when a member exceeds its limit in FILE
-#   scripts/callgrind-pairs.sh --write FILE       # write measured counts + 3% headroom as the limits
+#   scripts/callgrind-pairs.sh --write FILE       # write measured counts + headroom (3%, 6% for operations
+#                                                 # and tasks, + 20) as the limits
 #
 # Environment: IDENTITY_CALLGRIND_COUNT (operations per run, default 20000), IDENTITY_CALLGRIND_PAIRS
 # (space-separated pair names), IDENTITY_HARNESS (a prebuilt release binary; default: builds one).
@@ -58,7 +59,11 @@ for pair in $pairs; do
         "$(awk -v a="${per[ours]}" -v b="${per[raw]}" 'BEGIN { printf "%.2fx", a / (b > 0 ? b : 1) }')" \
         "$(awk -v a="${per[ours]}" -v b="${per[peer]}" 'BEGIN { printf "%.2fx", a / (b > 0 ? b : 1) }')"
     if [ "$mode" = "write" ]; then
-        echo "$pair ours $(( per[ours] * 103 / 100 + 20 ))" >> "$limits.tmp"
+        # OperationQueue and the concurrency runtime hand work between threads internally, so their counts
+        # move by a few percent between runs; dispatch (submitted while suspended) and reads repeat exactly.
+        headroom=103
+        case "$pair" in operation-*|task-*) headroom=106 ;; esac
+        echo "$pair ours $(( per[ours] * headroom / 100 + 20 ))" >> "$limits.tmp"
     elif [ "$mode" = "check" ]; then
         limit=$(awk -v p="$pair" '$1 == p && $2 == "ours" { print $3 }' "$limits")
         if [ -z "$limit" ]; then
@@ -70,7 +75,7 @@ for pair in $pairs; do
     unset per
 done
 if [ "$mode" = "write" ]; then
-    { echo "# pair side max-instructions-per-op (scripts/callgrind-pairs.sh --write; measured + 3% + 20)"
+    { echo "# pair side max-instructions-per-op (scripts/callgrind-pairs.sh --write: measured + 3% or 6% + 20)"
       cat "$limits.tmp"; } > "$limits"
     rm -f "$limits.tmp"
     echo "wrote $limits"
