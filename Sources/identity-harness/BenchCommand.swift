@@ -202,6 +202,13 @@ enum BenchCommand {
         let wrappedOperations = IdentityOperationQueue()
         wrappedOperations.maxConcurrentOperationCount = 1
         let operationSink = OperationSink()
+        // Like the serial async pairs: enqueue while suspended, then run them all, so counts repeat.
+        func batched(_ queue: OperationQueue, _ enqueue: () -> Void) {
+            queue.isSuspended = true
+            enqueue()
+            queue.isSuspended = false
+            queue.waitUntilAllOperationsAreFinished()
+        }
 
         @Sendable func createTasks(_ count: Int) async {
             var tasks: [Task<Int, Never>] = []
@@ -261,24 +268,27 @@ enum BenchCommand {
             Pair(name: "operation-subclass", title: "OperationQueue, Operation subclass, identity", targetRatio: 1.10,
                  operations: n(50_000),
                  raw: { count in
-                     for index in 0..<count { rawOperations.addOperation(SumOperation(index, into: operationSink)) }
-                     rawOperations.waitUntilAllOperationsAreFinished()
+                     batched(rawOperations) {
+                         for index in 0..<count { rawOperations.addOperation(SumOperation(index, into: operationSink)) }
+                     }
                  },
                  peer: { count in
-                     $bareTaskLocal.withValue(identity) {
-                         for index in 0..<count {
-                             rawOperations.addOperation(PeerSumOperation(index, into: operationSink))
+                     batched(rawOperations) {
+                         $bareTaskLocal.withValue(identity) {
+                             for index in 0..<count {
+                                 rawOperations.addOperation(PeerSumOperation(index, into: operationSink))
+                             }
                          }
                      }
-                     rawOperations.waitUntilAllOperationsAreFinished()
                  },
                  ours: { count in
-                     IdentityContext.withThreadIdentity(identity) {
-                         for index in 0..<count {
-                             wrappedOperations.addOperation(IdentitySumOperation(index, into: operationSink))
+                     batched(wrappedOperations) {
+                         IdentityContext.withThreadIdentity(identity) {
+                             for index in 0..<count {
+                                 wrappedOperations.addOperation(IdentitySumOperation(index, into: operationSink))
+                             }
                          }
                      }
-                     wrappedOperations.waitUntilAllOperationsAreFinished()
                  }),
             Pair(name: "operation-block", title: "OperationQueue.addOperation(block), identity", targetRatio: 1.10,
                  operations: n(50_000),
