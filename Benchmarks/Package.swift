@@ -9,6 +9,8 @@ let package = Package(
     dependencies: [
         .package(name: "swift-identity-runtime", path: "../"),
         .package(url: "https://github.com/ordo-one/benchmark", from: "1.38.1", traits: ["MallocInterposer"]),
+        // Only for the peer members: a `ServiceContext.withValue` rebind, what a server user may write instead.
+        .package(url: "https://github.com/apple/swift-service-context", from: "1.5.1"),
     ],
     targets: [
         .executableTarget(
@@ -18,6 +20,7 @@ let package = Package(
                 .product(name: "IdentityRuntime", package: "swift-identity-runtime"),
                 .product(name: "IdentityProtection", package: "swift-identity-runtime"),
                 .product(name: "IdentityPolicy", package: "swift-identity-runtime"),
+                .product(name: "ServiceContextModule", package: "swift-service-context"),
             ],
             path: "Benchmarks/IdentityBenchmarks",
             plugins: [.plugin(name: "BenchmarkPlugin", package: "benchmark")]

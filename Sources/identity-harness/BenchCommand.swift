@@ -1,24 +1,53 @@
 import Dispatch
 import Foundation
 import IdentityRuntime
+import Synchronization
 
-/// `identity-harness bench`: the headline pairs, raw primitive vs identity-carrying wrapper, measured
-/// interleaved (A B A B ...) over several rounds in one process, printed as the median ratio wrapped/raw
-/// with its spread. Run it in release mode: `swift run -c release identity-harness bench`.
+/// `identity-harness bench`: the headline pairs, each measured three ways in one process:
+/// - **raw**: the primitive alone (`DispatchQueue`, `OperationQueue`, `Task {}`, a bare `TaskLocal` read);
+/// - **peer**: what a user writes instead of adopting the runtime: capture a `@TaskLocal` at submission and
+///   rebind it with `withValue` inside the block (no hygiene, no overrides, no strict mode);
+/// - **ours**: the identity-carrying wrapper.
+///
+/// Two modes:
+/// - the table (default): every pair, the three members interleaved (raw, peer, ours, raw, ...) over
+///   several rounds, printed as median ns per operation and the median ratios ours/raw and ours/peer.
+///   Run it in release mode: `swift run -c release identity-harness bench`.
+/// - one member (`--pair NAME --side raw|peer|ours --count N`): runs a warm-up of 1,000 operations, then
+///   `N` operations of that member, and nothing else, for `scripts/callgrind-pairs.sh` to count
+///   instructions (a run with `--count 0` is the baseline it subtracts).
 enum BenchCommand {
+    enum Side: String, CaseIterable {
+        case raw, peer, ours
+    }
+
     struct Pair {
+        /// The name `--pair` takes.
         let name: String
-        /// The most wrapped/raw may be (from the core issue's targets), or nil where only an absolute
-        /// figure is targeted.
+        let title: String
+        /// The most ours/raw may be (from issue 15's targets), or nil where only an absolute figure is
+        /// targeted.
         let targetRatio: Double?
         let operations: Int
         let raw: (Int) -> Void
-        let wrapped: (Int) -> Void
+        let peer: (Int) -> Void
+        let ours: (Int) -> Void
+
+        func body(_ side: Side) -> (Int) -> Void {
+            switch side {
+            case .raw: raw
+            case .peer: peer
+            case .ours: ours
+            }
+        }
     }
 
     struct Options {
         var rounds = 9
         var scale = 1.0
+        var pair: String?
+        var side = Side.ours
+        var count = 20_000
     }
 
     static func run(arguments: ArraySlice<String>) -> Bool {
@@ -28,39 +57,67 @@ enum BenchCommand {
             switch argument {
             case "--rounds": options.rounds = arguments.popFirst().flatMap(Int.init) ?? options.rounds
             case "--scale": options.scale = arguments.popFirst().flatMap(Double.init) ?? options.scale
+            case "--pair": options.pair = arguments.popFirst()
+            case "--count": options.count = arguments.popFirst().flatMap(Int.init) ?? options.count
+            case "--side":
+                guard let side = arguments.popFirst().flatMap(Side.init(rawValue:)) else {
+                    FileHandle.standardError.write(Data("bench: --side takes raw, peer or ours\n".utf8))
+                    return false
+                }
+                options.side = side
+            case "--list":
+                for pair in makePairs(scale: 1) { print(pair.name) }
+                return true
             default:
                 FileHandle.standardError.write(Data("bench: unknown option \(argument)\n".utf8))
                 return false
             }
         }
+        let pairs = makePairs(scale: options.scale)
+        if let name = options.pair {
+            guard let pair = pairs.first(where: { $0.name == name }) else {
+                let names = pairs.map(\.name).joined(separator: ", ")
+                FileHandle.standardError.write(Data("bench: unknown pair \(name); pairs: \(names)\n".utf8))
+                return false
+            }
+            let body = pair.body(options.side)
+            body(1_000)
+            body(options.count)
+            return true
+        }
         #if DEBUG
         print("note: debug build; run `swift run -c release identity-harness bench` for meaningful figures")
         #endif
-        let pairs = makePairs(scale: options.scale)
-        print("pair".padding(toLength: 46, withPad: " ", startingAt: 0)
-              + "raw ns/op  wrapped ns/op  ratio (min–max)       target")
-        for pair in pairs {
-            // Warm up both sides once.
-            pair.raw(pair.operations / 10)
-            pair.wrapped(pair.operations / 10)
-            var rawTimes: [Double] = []
-            var wrappedTimes: [Double] = []
-            var ratios: [Double] = []
-            for _ in 0..<options.rounds {
-                let raw = nanosecondsPerOperation(pair.operations, pair.raw)
-                let wrapped = nanosecondsPerOperation(pair.operations, pair.wrapped)
-                rawTimes.append(raw)
-                wrappedTimes.append(wrapped)
-                ratios.append(wrapped / raw)
-            }
-            let ratio = median(ratios)
-            let target = pair.targetRatio.map { String(format: "≤ %.2fx %@", $0, ratio <= $0 ? "met" : "MISSED") } ?? ""
-            print(pair.name.padding(toLength: 46, withPad: " ", startingAt: 0)
-                  + String(format: "%9.1f  %13.1f  %5.2fx (%.2f–%.2f)   ",
-                           median(rawTimes), median(wrappedTimes), ratio, ratios.min()!, ratios.max()!)
-                  + target)
-        }
+        printTable(pairs, rounds: options.rounds)
         return true
+    }
+
+    static func printTable(_ pairs: [Pair], rounds: Int) {
+        print("| pair | raw ns/op | peer ns/op | ours ns/op | ours/raw (min–max) | ours/peer | target ours/raw |")
+        print("|---|---:|---:|---:|---:|---:|---|")
+        for pair in pairs {
+            // Warm up every member once.
+            for side in Side.allCases { pair.body(side)(pair.operations / 10) }
+            var times: [Side: [Double]] = [:]
+            var oursToRaw: [Double] = []
+            var oursToPeer: [Double] = []
+            for _ in 0..<rounds {
+                var round: [Side: Double] = [:]
+                for side in Side.allCases {
+                    round[side] = nanosecondsPerOperation(pair.operations, pair.body(side))
+                    times[side, default: []].append(round[side]!)
+                }
+                oursToRaw.append(round[.ours]! / round[.raw]!)
+                oursToPeer.append(round[.ours]! / round[.peer]!)
+            }
+            let ratio = median(oursToRaw)
+            let target = pair.targetRatio.map { String(format: "≤ %.2fx %@", $0, ratio <= $0 ? "met" : "MISSED") } ?? ""
+            print("| \(pair.title) | "
+                  + String(format: "%.1f | %.1f | %.1f | %.2fx (%.2f–%.2f) | %.2fx | ",
+                           median(times[.raw]!), median(times[.peer]!), median(times[.ours]!),
+                           ratio, oursToRaw.min()!, oursToRaw.max()!, median(oursToPeer))
+                  + target + " |")
+        }
     }
 
     static func nanosecondsPerOperation(_ operations: Int, _ body: (Int) -> Void) -> Double {
@@ -80,7 +137,26 @@ enum BenchCommand {
         var value = 0
     }
 
+    /// The peer's identity: a bare task-local, as a user without the runtime would declare it.
     @TaskLocal static var bareTaskLocal: Identity?
+
+    /// The peer's process-wide fallback for reads: a global behind a mutex.
+    static let peerProcessIdentity = Mutex<Identity?>(nil)
+
+    /// What the operations add to, behind a lock (operations may run on any thread).
+    final class OperationSink: Sendable {
+        let total = Mutex(0)
+    }
+
+    /// Runs `operation` to completion from synchronous code.
+    static func blocking(_ operation: @escaping @Sendable () async -> Void) {
+        let done = DispatchSemaphore(value: 0)
+        Task.detached {
+            await operation()
+            done.signal()
+        }
+        done.wait()
+    }
 
     static func makePairs(scale: Double) -> [Pair] {
         let n = { (base: Int) in max(1_000, Int(Double(base) * scale)) }
@@ -91,12 +167,25 @@ enum BenchCommand {
         let wrappedConcurrent = IdentityDispatchQueue(label: "bench.wrapped.concurrent", attributes: .concurrent)
         let counter = Counter()
 
-        func serialAsync(_ submit: @escaping (Int, @escaping @Sendable () -> Void) -> Void, drain: @escaping () -> Void) -> (Int) -> Void {
+        // Submitted while the queue is suspended, then drained: the submit side and the worker side each run
+        // in one stretch, so instruction counts repeat from run to run (no idle/wake-up churn in between).
+        func serialAsync(
+            _ submit: @escaping (Int, @escaping @Sendable () -> Void) -> Void, drain: @escaping () -> Void
+        ) -> (Int) -> Void {
             { count in
+                rawSerial.suspend()
+                wrappedSerial.underlying.suspend()
                 for index in 0..<count { submit(index) { counter.value &+= index } }
+                rawSerial.resume()
+                wrappedSerial.underlying.resume()
                 drain()
             }
         }
+        // The peer: capture the task-local at submission, rebind it inside the block.
+        let peerSerialAsync = serialAsync({ _, work in
+            let captured = bareTaskLocal
+            rawSerial.async { $bareTaskLocal.withValue(captured, operation: work) }
+        }, drain: { rawSerial.sync {} })
         func concurrentAsync(
             _ submit: @escaping (DispatchGroup, @escaping @Sendable () -> Void) -> Void
         ) -> (Int) -> Void {
@@ -112,44 +201,127 @@ enum BenchCommand {
         rawOperations.maxConcurrentOperationCount = 1
         let wrappedOperations = IdentityOperationQueue()
         wrappedOperations.maxConcurrentOperationCount = 1
+        let operationSink = OperationSink()
+        // Like the serial async pairs: enqueue while suspended, then run them all, so counts repeat.
+        func batched(_ queue: OperationQueue, _ enqueue: () -> Void) {
+            queue.isSuspended = true
+            enqueue()
+            queue.isSuspended = false
+            queue.waitUntilAllOperationsAreFinished()
+        }
+
+        @Sendable func createTasks(_ count: Int) async {
+            var tasks: [Task<Int, Never>] = []
+            tasks.reserveCapacity(count)
+            for index in 0..<count { tasks.append(Task { index }) }
+            var total = 0
+            for task in tasks { total &+= await task.value }
+            counter.value &+= total
+        }
 
         return [
-            Pair(name: "async, serial, submitter with identity", targetRatio: 1.25, operations: n(200_000),
+            Pair(name: "async-identity", title: "async, serial, submitter with identity", targetRatio: 1.10,
+                 operations: n(200_000),
                  raw: serialAsync({ _, work in rawSerial.async(execute: work) }, drain: { rawSerial.sync {} }),
-                 wrapped: { count in
+                 peer: { count in $bareTaskLocal.withValue(identity) { peerSerialAsync(count) } },
+                 ours: { count in
                      IdentityContext.withThreadIdentity(identity) {
                          serialAsync({ _, work in wrappedSerial.async(execute: work) }, drain: { wrappedSerial.sync {} })(count)
                      }
                  }),
-            Pair(name: "async, serial, submitter without identity", targetRatio: 1.05, operations: n(200_000),
+            Pair(name: "async-no-identity", title: "async, serial, submitter without identity", targetRatio: 1.05,
+                 operations: n(200_000),
                  raw: serialAsync({ _, work in rawSerial.async(execute: work) }, drain: { rawSerial.sync {} }),
-                 wrapped: serialAsync({ _, work in wrappedSerial.async(execute: work) }, drain: { wrappedSerial.sync {} })),
-            Pair(name: "async, concurrent, submitter with identity", targetRatio: 1.25, operations: n(100_000),
+                 peer: peerSerialAsync,
+                 ours: serialAsync({ _, work in wrappedSerial.async(execute: work) }, drain: { wrappedSerial.sync {} })),
+            Pair(name: "async-concurrent", title: "async, concurrent, submitter with identity", targetRatio: 1.10,
+                 operations: n(100_000),
                  raw: concurrentAsync { group, work in rawConcurrent.async(group: group, execute: work) },
-                 wrapped: { count in
+                 peer: { count in
+                     $bareTaskLocal.withValue(identity) {
+                         concurrentAsync { group, work in
+                             let captured = bareTaskLocal
+                             rawConcurrent.async(group: group) { $bareTaskLocal.withValue(captured, operation: work) }
+                         }(count)
+                     }
+                 },
+                 ours: { count in
                      IdentityContext.withThreadIdentity(identity) {
                          concurrentAsync { group, work in wrappedConcurrent.async(group: group, execute: work) }(count)
                      }
                  }),
-            Pair(name: "sync, serial, caller with identity", targetRatio: 1.3, operations: n(300_000),
+            Pair(name: "sync", title: "sync, serial, caller with identity", targetRatio: 1.3, operations: n(300_000),
                  raw: { count in for index in 0..<count { rawSerial.sync { counter.value &+= index } } },
-                 wrapped: { count in
+                 peer: { count in
+                     $bareTaskLocal.withValue(identity) {
+                         for index in 0..<count {
+                             let captured = bareTaskLocal
+                             rawSerial.sync { $bareTaskLocal.withValue(captured) { counter.value &+= index } }
+                         }
+                     }
+                 },
+                 ours: { count in
                      IdentityContext.withThreadIdentity(identity) {
                          for index in 0..<count { wrappedSerial.sync { counter.value &+= index } }
                      }
                  }),
-            Pair(name: "OperationQueue.addOperation(block), identity", targetRatio: 1.05, operations: n(50_000),
+            Pair(name: "operation-subclass", title: "OperationQueue, Operation subclass, identity", targetRatio: 1.10,
+                 operations: n(50_000),
+                 raw: { count in
+                     batched(rawOperations) {
+                         for index in 0..<count { rawOperations.addOperation(SumOperation(index, into: operationSink)) }
+                     }
+                 },
+                 peer: { count in
+                     batched(rawOperations) {
+                         $bareTaskLocal.withValue(identity) {
+                             for index in 0..<count {
+                                 rawOperations.addOperation(PeerSumOperation(index, into: operationSink))
+                             }
+                         }
+                     }
+                 },
+                 ours: { count in
+                     batched(wrappedOperations) {
+                         IdentityContext.withThreadIdentity(identity) {
+                             for index in 0..<count {
+                                 wrappedOperations.addOperation(IdentitySumOperation(index, into: operationSink))
+                             }
+                         }
+                     }
+                 }),
+            Pair(name: "operation-block", title: "OperationQueue.addOperation(block), identity", targetRatio: 1.10,
+                 operations: n(50_000),
                  raw: { count in
                      for index in 0..<count { rawOperations.addOperation { counter.value &+= index } }
                      rawOperations.waitUntilAllOperationsAreFinished()
                  },
-                 wrapped: { count in
+                 peer: { count in
+                     $bareTaskLocal.withValue(identity) {
+                         for index in 0..<count {
+                             let captured = bareTaskLocal
+                             rawOperations.addOperation {
+                                 $bareTaskLocal.withValue(captured) { counter.value &+= index }
+                             }
+                         }
+                     }
+                     rawOperations.waitUntilAllOperationsAreFinished()
+                 },
+                 ours: { count in
                      IdentityContext.withThreadIdentity(identity) {
                          for index in 0..<count { wrappedOperations.addOperation { counter.value &+= index } }
                      }
                      wrappedOperations.waitUntilAllOperationsAreFinished()
                  }),
-            Pair(name: "effectiveFileIdentity vs bare TaskLocal read", targetRatio: nil, operations: n(2_000_000),
+            Pair(name: "task-in-scope", title: "Task {} created in an identity scope", targetRatio: 1.05,
+                 operations: n(50_000),
+                 raw: { count in blocking { await createTasks(count) } },
+                 peer: { count in blocking { await $bareTaskLocal.withValue(identity) { await createTasks(count) } } },
+                 ours: { count in
+                     blocking { await IdentityContext.withThreadIdentity(identity) { await createTasks(count) } }
+                 }),
+            Pair(name: "read-file-identity", title: "effectiveFileIdentity, thread identity set", targetRatio: nil,
+                 operations: n(2_000_000),
                  raw: { count in
                      $bareTaskLocal.withValue(identity) {
                          var hits = 0
@@ -157,13 +329,89 @@ enum BenchCommand {
                          counter.value &+= hits
                      }
                  },
-                 wrapped: { count in
+                 peer: { count in
+                     $bareTaskLocal.withValue(identity) {
+                         var hits = 0
+                         for _ in 0..<count where (bareTaskLocal ?? peerProcessIdentity.withLock { $0 }) != nil {
+                             hits &+= 1
+                         }
+                         counter.value &+= hits
+                     }
+                 },
+                 ours: { count in
                      IdentityContext.withThreadIdentity(identity) {
                          var hits = 0
                          for _ in 0..<count where IdentityContext.effectiveFileIdentity != nil { hits &+= 1 }
                          counter.value &+= hits
                      }
                  }),
+            Pair(name: "read-nothing-set", title: "effectiveFileIdentity, nothing set", targetRatio: nil,
+                 operations: n(2_000_000),
+                 raw: { count in
+                     var hits = 0
+                     for _ in 0..<count where bareTaskLocal != nil { hits &+= 1 }
+                     counter.value &+= hits
+                 },
+                 peer: { count in
+                     var hits = 0
+                     for _ in 0..<count where (bareTaskLocal ?? peerProcessIdentity.withLock { $0 }) != nil {
+                         hits &+= 1
+                     }
+                     counter.value &+= hits
+                 },
+                 ours: { count in
+                     var hits = 0
+                     for _ in 0..<count where IdentityContext.effectiveFileIdentity != nil { hits &+= 1 }
+                     counter.value &+= hits
+                 }),
         ]
+    }
+}
+
+/// A minimal synchronous `Operation` subclass, for the raw member.
+private final class SumOperation: Operation, @unchecked Sendable {
+    private let value: Int
+    private let sink: BenchCommand.OperationSink
+
+    init(_ value: Int, into sink: BenchCommand.OperationSink) {
+        self.value = value
+        self.sink = sink
+    }
+
+    override func main() {
+        sink.total.withLock { $0 &+= value }
+    }
+}
+
+/// The peer's operation: captures the task-local when it is created and rebinds it in `main()`.
+private final class PeerSumOperation: Operation, @unchecked Sendable {
+    private let value: Int
+    private let sink: BenchCommand.OperationSink
+    private let captured = BenchCommand.bareTaskLocal
+
+    init(_ value: Int, into sink: BenchCommand.OperationSink) {
+        self.value = value
+        self.sink = sink
+    }
+
+    override func main() {
+        BenchCommand.$bareTaskLocal.withValue(captured) {
+            sink.total.withLock { $0 &+= value }
+        }
+    }
+}
+
+/// The same operation on the runtime's base class, which the wrapper queue runs without a carrier.
+private final class IdentitySumOperation: IdentityOperation, @unchecked Sendable {
+    private let value: Int
+    private let sink: BenchCommand.OperationSink
+
+    init(_ value: Int, into sink: BenchCommand.OperationSink) {
+        self.value = value
+        self.sink = sink
+    }
+
+    override func main() {
+        sink.total.withLock { $0 &+= value }
     }
 }

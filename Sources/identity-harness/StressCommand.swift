@@ -24,8 +24,8 @@ enum StressCommand {
     }
 
     enum Mechanism: String, CaseIterable {
-        case async, sync, asyncAfter, barrier, groupNotify, workItem, operation, cancelledOperation
-        case task, taskGroup, actorHop, detachedSnapshot
+        case async, sync, asyncAfter, barrier, groupNotify, workItem, operation, identityOperation
+        case cancelledOperation, task, taskGroup, actorHop, detachedSnapshot
     }
 
     enum Twist: CaseIterable {
@@ -216,6 +216,12 @@ final class World: Sendable {
             let second = BlockOperation(block: unit)
             second.addDependency(first)
             operations.addOperations([second, first], waitUntilFinished: false)
+        case .identityOperation:
+            // Created under another identity: the enqueue, not the creation, decides.
+            let operation = IdentityContext.withThreadIdentity(hop.other) { UnitOperation(unit) }
+            let first = BlockOperation {}
+            operation.addDependency(first)
+            operations.addOperations([operation, first], waitUntilFinished: false)
         case .cancelledOperation:
             let cancelled = CancelledOperation()
             let follower = BlockOperation(block: unit)
@@ -302,6 +308,19 @@ final class CancelledOperation: Operation, @unchecked Sendable {
 
     override func main() {
         Self.ranAnyway.increment()
+    }
+}
+
+/// An `IdentityOperation` subclass that runs one unit (the queue schedules it without a carrier).
+final class UnitOperation: IdentityOperation, @unchecked Sendable {
+    private let unit: @Sendable () -> Void
+
+    init(_ unit: @escaping @Sendable () -> Void) {
+        self.unit = unit
+    }
+
+    override func main() {
+        unit()
     }
 }
 

@@ -115,6 +115,22 @@ struct ResolutionTests {
         #expect(IdentityContext.keyWindow == .main)
     }
 
+    @Test("process identity keeps the spelling it was set with, and nil clears it, however often it is set")
+    func processIdentitySpelling() {
+        IdentityContext.processIdentity = Identity("Alice@Contoso.com")
+        #expect(IdentityContext.processIdentity?.name == "Alice@Contoso.com")
+        IdentityContext.processIdentity = Identity("ALICE@CONTOSO.COM")
+        #expect(IdentityContext.processIdentity?.name == "ALICE@CONTOSO.COM")
+        for round in 0..<1_000 {
+            IdentityContext.processIdentity = round.isMultiple(of: 2) ? Accounts.alice : nil
+        }
+        #expect(IdentityContext.processIdentity == nil)
+        IdentityContext.processIdentity = .unmanaged
+        #expect(IdentityContext.processIdentity == .unmanaged)
+        #expect(IdentityContext.effectiveFileIdentity == .unmanaged)
+        IdentityContext.resetAllLevels()
+    }
+
     @Test("process identity is thread-safe under concurrent writers and readers")
     func processIdentityConcurrent() async {
         let accounts = Accounts.many(8)

@@ -1,6 +1,7 @@
 import Benchmark
 import Dispatch
 import IdentityRuntime
+import ServiceContextModule
 
 /// `DispatchQueue` submissions: `async` (serial and concurrent, capturing and empty closures, with and
 /// without a submitter identity), `asyncAfter`, work items, group notify and `sync`.
@@ -22,6 +23,24 @@ func registerDispatchBenchmarks() {
             for index in benchmark.scaledIterations { wrappedSerial.async { sink.add(index) } }
         }
         wrappedSerial.sync {}
+    }
+    Benchmark("AsyncSerial.PeerTaskLocal") { benchmark in
+        BareTaskLocal.$value.withValue(alice) {
+            for index in benchmark.scaledIterations {
+                let captured = BareTaskLocal.value
+                rawSerial.async { BareTaskLocal.$value.withValue(captured) { sink.add(index) } }
+            }
+        }
+        rawSerial.sync {}
+    }
+    Benchmark("AsyncSerial.PeerServiceContext") { benchmark in
+        ServiceContext.withValue(aliceContext) {
+            for index in benchmark.scaledIterations {
+                let captured = ServiceContext.current
+                rawSerial.async { ServiceContext.withValue(captured) { sink.add(index) } }
+            }
+        }
+        rawSerial.sync {}
     }
     Benchmark("AsyncSerial.WrappedWithoutIdentity") { benchmark in
         for index in benchmark.scaledIterations { wrappedSerial.async { sink.add(index) } }
@@ -115,6 +134,22 @@ func registerDispatchBenchmarks() {
 
     Benchmark("SyncSerial.RawDispatchQueue") { benchmark in
         for index in benchmark.scaledIterations { rawSerial.sync { sink.add(index) } }
+    }
+    Benchmark("SyncSerial.PeerTaskLocal") { benchmark in
+        BareTaskLocal.$value.withValue(alice) {
+            for index in benchmark.scaledIterations {
+                let captured = BareTaskLocal.value
+                rawSerial.sync { BareTaskLocal.$value.withValue(captured) { sink.add(index) } }
+            }
+        }
+    }
+    Benchmark("SyncSerial.PeerServiceContext") { benchmark in
+        ServiceContext.withValue(aliceContext) {
+            for index in benchmark.scaledIterations {
+                let captured = ServiceContext.current
+                rawSerial.sync { ServiceContext.withValue(captured) { sink.add(index) } }
+            }
+        }
     }
     Benchmark("SyncSerial.WrappedWithIdentity") { benchmark in
         IdentityContext.withThreadIdentity(alice) {

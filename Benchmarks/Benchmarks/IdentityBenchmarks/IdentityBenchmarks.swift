@@ -2,9 +2,13 @@ import Benchmark
 import Dispatch
 import Foundation
 import IdentityRuntime
+import ServiceContextModule
 
 /// Raw primitive vs identity-carrying wrapper, side by side in one run. Each pair shares a name prefix
-/// (`AsyncSerial.Raw…` / `AsyncSerial.Wrapped…`); wall clock and allocations per operation are tracked and
+/// (`AsyncSerial.Raw…` / `AsyncSerial.Wrapped…`); the headline pairs also have the peers a user would write
+/// instead of adopting the runtime (`…PeerTaskLocal`: capture a bare `@TaskLocal` at submission and rebind
+/// it with `withValue` in the block; `…PeerServiceContext`: the same with `ServiceContext.withValue`).
+/// Wall clock and allocations per operation are tracked and
 /// their p90 thresholds kept in `Thresholds/`. Names have no spaces: this version of the tool writes threshold
 /// files with spaces turned into underscores but reads them back without that change.
 let benchmarks: @Sendable () -> Void = {
@@ -42,6 +46,18 @@ let alice: Identity = "alice@contoso.com"
 enum BareTaskLocal {
     @TaskLocal static var value: Identity?
 }
+
+/// The identity as a `ServiceContext` value, for the swift-service-context peers.
+enum IdentityContextKey: ServiceContextKey {
+    typealias Value = Identity
+}
+
+/// A service context carrying `alice`.
+let aliceContext: ServiceContext = {
+    var context = ServiceContext.topLevel
+    context[IdentityContextKey.self] = alice
+    return context
+}()
 
 /// Work for the benchmarked closures: touched only from one serial queue at a time.
 final class Sink: @unchecked Sendable {

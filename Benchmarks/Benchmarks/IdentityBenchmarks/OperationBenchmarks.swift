@@ -1,6 +1,7 @@
 import Benchmark
 import Foundation
 import IdentityRuntime
+import ServiceContextModule
 
 /// `OperationQueue.addOperation`, with a block and with an `Operation` subclass (which the wrapper runs
 /// through a carrier operation).
@@ -27,6 +28,23 @@ func registerOperationBenchmarks() {
         }
         rawOperations.waitUntilAllOperationsAreFinished()
     }
+    Benchmark("AddOperationSubclass.PeerTaskLocal") { benchmark in
+        BareTaskLocal.$value.withValue(alice) {
+            for index in benchmark.scaledIterations {
+                rawOperations.addOperation(PeerTaskLocalSumOperation(index, into: sink, lock: sinkLock))
+            }
+        }
+        rawOperations.waitUntilAllOperationsAreFinished()
+    }
+    Benchmark("AddOperationSubclass.PeerServiceContext") { benchmark in
+        ServiceContext.withValue(aliceContext) {
+            for index in benchmark.scaledIterations {
+                rawOperations.addOperation(PeerServiceContextSumOperation(index, into: sink, lock: sinkLock))
+            }
+        }
+        rawOperations.waitUntilAllOperationsAreFinished()
+    }
+    // Any Operation subclass: the wrapper queue runs it through a carrier operation.
     Benchmark("AddOperationSubclass.WrappedWithIdentity") { benchmark in
         IdentityContext.withThreadIdentity(alice) {
             for index in benchmark.scaledIterations {
@@ -35,10 +53,82 @@ func registerOperationBenchmarks() {
         }
         wrappedOperations.waitUntilAllOperationsAreFinished()
     }
+    // An IdentityOperation subclass: the wrapper queue runs it as it is.
+    Benchmark("AddOperationSubclass.IdentityOperation") { benchmark in
+        IdentityContext.withThreadIdentity(alice) {
+            for index in benchmark.scaledIterations {
+                wrappedOperations.addOperation(IdentitySumOperation(index, into: sink, lock: sinkLock))
+            }
+        }
+        wrappedOperations.waitUntilAllOperationsAreFinished()
+    }
 }
 
 /// A minimal synchronous `Operation` subclass.
 private final class SumOperation: Operation, @unchecked Sendable {
+    private let value: Int
+    private let sink: Sink
+    private let lock: NSLock
+
+    init(_ value: Int, into sink: Sink, lock: NSLock) {
+        self.value = value
+        self.sink = sink
+        self.lock = lock
+    }
+
+    override func main() {
+        lock.lock()
+        sink.add(value)
+        lock.unlock()
+    }
+}
+
+/// The TaskLocal peer: captures the task-local when created, rebinds it in `main()`.
+private final class PeerTaskLocalSumOperation: Operation, @unchecked Sendable {
+    private let value: Int
+    private let sink: Sink
+    private let lock: NSLock
+    private let captured = BareTaskLocal.value
+
+    init(_ value: Int, into sink: Sink, lock: NSLock) {
+        self.value = value
+        self.sink = sink
+        self.lock = lock
+    }
+
+    override func main() {
+        BareTaskLocal.$value.withValue(captured) {
+            lock.lock()
+            sink.add(value)
+            lock.unlock()
+        }
+    }
+}
+
+/// The ServiceContext peer: captures the current context when created, rebinds it in `main()`.
+private final class PeerServiceContextSumOperation: Operation, @unchecked Sendable {
+    private let value: Int
+    private let sink: Sink
+    private let lock: NSLock
+    private let captured = ServiceContext.current
+
+    init(_ value: Int, into sink: Sink, lock: NSLock) {
+        self.value = value
+        self.sink = sink
+        self.lock = lock
+    }
+
+    override func main() {
+        ServiceContext.withValue(captured) {
+            lock.lock()
+            sink.add(value)
+            lock.unlock()
+        }
+    }
+}
+
+/// The same operation on the runtime's base class.
+private final class IdentitySumOperation: IdentityOperation, @unchecked Sendable {
     private let value: Int
     private let sink: Sink
     private let lock: NSLock

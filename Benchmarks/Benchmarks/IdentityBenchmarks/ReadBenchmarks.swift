@@ -1,5 +1,6 @@
 import Benchmark
 import IdentityRuntime
+import ServiceContextModule
 
 /// Reading the effective identities vs reading a bare `TaskLocal`, and an identity scope vs a bare
 /// `TaskLocal.withValue`.
@@ -7,6 +8,11 @@ func registerReadAndScopeBenchmarks() {
     Benchmark("Read.BareTaskLocal") { benchmark in
         BareTaskLocal.$value.withValue(alice) {
             for _ in benchmark.scaledIterations { blackHole(BareTaskLocal.value) }
+        }
+    }
+    Benchmark("Read.PeerServiceContext") { benchmark in
+        ServiceContext.withValue(aliceContext) {
+            for _ in benchmark.scaledIterations { blackHole(ServiceContext.current?[IdentityContextKey.self]) }
         }
     }
     Benchmark("Read.EffectiveFileIdentityThreadSet") { benchmark in

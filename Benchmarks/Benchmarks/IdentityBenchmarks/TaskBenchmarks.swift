@@ -1,11 +1,22 @@
 import Benchmark
 import IdentityRuntime
+import ServiceContextModule
 
 /// `Task {}` and task-group children, created outside and inside an identity scope: inside, each task copies
 /// the scope's task-local binding.
 func registerTaskBenchmarks() {
     Benchmark("TaskCreate.Raw") { benchmark in
         await createTasks(benchmark.scaledIterations.count)
+    }
+    Benchmark("TaskCreate.PeerTaskLocal") { benchmark in
+        await BareTaskLocal.$value.withValue(alice) {
+            await createTasks(benchmark.scaledIterations.count)
+        }
+    }
+    Benchmark("TaskCreate.PeerServiceContext") { benchmark in
+        await ServiceContext.withValue(aliceContext) {
+            await createTasks(benchmark.scaledIterations.count)
+        }
     }
     Benchmark("TaskCreate.InIdentityScope") { benchmark in
         await IdentityContext.withThreadIdentity(alice) {

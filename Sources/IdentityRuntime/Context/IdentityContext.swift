@@ -52,7 +52,6 @@ public enum IdentityContext {
     @TaskLocal
     static var frame: IdentityFrame?
 
-    private static let processState = LockedValue<Identity?>(nil)
     private static let uiState = LockedValue(UIState())
 
     private struct UIState {
@@ -62,13 +61,14 @@ public enum IdentityContext {
 
     // MARK: Process identity
 
-    /// The process-wide identity, the last level of every resolution. Thread-safe.
+    /// The process-wide identity, the last level of every resolution. Thread-safe; reading it takes no
+    /// lock (one atomic load).
     ///
     /// In single-identity mode the policy module sets it to the enrolled (primary) user; in multi-identity
     /// mode it starts `nil` and the app sets it.
     public static var processIdentity: Identity? {
-        get { processState.withLock { $0 } }
-        set { processState.withLock { $0 = newValue } }
+        get { ProcessIdentityStore.identity }
+        set { ProcessIdentityStore.set(newValue) }
     }
 
     // MARK: Thread identity

@@ -5,6 +5,7 @@ import Musl
 #elseif canImport(Darwin)
 import Darwin
 #endif
+import Synchronization
 
 /// A thread's identity outside every scope: what `setCurrentThreadIdentity(_:)` sets on a thread that runs
 /// no wrapped unit and no `withThreadIdentity` scope (the main thread of a legacy app, a raw `Thread`).
@@ -25,6 +26,7 @@ enum ThreadRootSlot {
 
         deinit {
             // The thread is ending.
+            if identity != nil { ThreadRootSlot.threadsWithRoot.subtract(1, ordering: .relaxed) }
             ThreadRootSlot.held.withLock { _ = $0.removeValue(forKey: ObjectIdentifier(self)) }
             if let identity, IdentityStrictMode.isEnabled {
                 RuntimeIssues.report(.unscopedIdentityNotReset(thread: thread, identity: identity))
@@ -59,18 +61,32 @@ enum ThreadRootSlot {
         return key
     }()
 
+    /// How many threads hold a non-nil root identity. Each thread adds and removes only its own, so a thread
+    /// that holds one always reads at least 1 here (its own update comes first in the counter's order): a
+    /// read that finds 0 needs no thread-specific lookup.
+    private static let threadsWithRoot = Atomic<Int>(0)
+
     /// The current thread's root identity (nil when never set or set back to nil).
     static var identity: Identity? {
-        guard let pointer = pthread_getspecific(key) else { return nil }
+        guard threadsWithRoot.load(ordering: .relaxed) > 0, let pointer = pthread_getspecific(key) else {
+            return nil
+        }
         return Unmanaged<Box>.fromOpaque(pointer).takeUnretainedValue().identity
     }
 
     static func set(_ identity: Identity?) {
         if let pointer = pthread_getspecific(key) {
-            Unmanaged<Box>.fromOpaque(pointer).takeUnretainedValue().identity = identity
+            let box = Unmanaged<Box>.fromOpaque(pointer).takeUnretainedValue()
+            switch (box.identity != nil, identity != nil) {
+            case (false, true): threadsWithRoot.add(1, ordering: .relaxed)
+            case (true, false): threadsWithRoot.subtract(1, ordering: .relaxed)
+            default: break
+            }
+            box.identity = identity
             return
         }
         guard identity != nil else { return }
+        threadsWithRoot.add(1, ordering: .relaxed)
         let pointer = Unmanaged.passRetained(Box(identity)).toOpaque()
         let status = pthread_setspecific(key, pointer)
         precondition(status == 0, "pthread_setspecific failed with \(status)")

@@ -31,6 +31,12 @@ enum DiagnosticsScope {
     @TaskLocal static var fault = FaultInjection.none
     private static let activeScopes = Atomic<Int>(0)
 
+    /// Whether a unit prepared now would get strict checks or a fault: three relaxed loads.
+    static var isActive: Bool {
+        IdentityStrictMode.isEnabled || FaultInjection.processWide != .none
+            || activeScopes.load(ordering: .relaxed) > 0
+    }
+
     /// What a unit prepared now gets: strict checks, and which fault.
     static var current: (strict: Bool, fault: FaultInjection) {
         var strict = IdentityStrictMode.isEnabled

@@ -26,10 +26,17 @@ public struct IdentityDispatchQueue: Sendable {
     /// The queue blocks run on.
     public let underlying: DispatchQueue
 
+    /// libdispatch's queue behind ``underlying``, for the block-free `async` and `sync` paths.
+    let direct: DirectQueue?
+
     /// Wraps an existing queue. Blocks submitted through the wrapper carry identity; blocks submitted to
     /// `queue` directly do not.
+    ///
+    /// > Note: Making a wrapper looks up the queue's libdispatch object once (a few microseconds); keep
+    /// > the wrapper rather than wrapping per submission. ``global(qos:)`` and ``main`` are kept for you.
     public init(wrapping queue: DispatchQueue) {
         self.underlying = queue
+        self.direct = DirectQueue(queue)
     }
 
     /// Creates a new dispatch queue, with the parameters of `DispatchQueue.init(label:...)`, and wraps it.
@@ -48,10 +55,30 @@ public struct IdentityDispatchQueue: Sendable {
     /// The main queue, wrapped.
     public static let main = IdentityDispatchQueue(wrapping: .main)
 
-    /// The global concurrent queue of the given quality of service, wrapped.
+    /// The global concurrent queue of the given quality of service, wrapped (one wrapper per class, made
+    /// once).
     public static func global(qos: DispatchQoS.QoSClass = .default) -> IdentityDispatchQueue {
-        IdentityDispatchQueue(wrapping: .global(qos: qos))
+        switch qos {
+        case .background: globalQueues.background
+        case .utility: globalQueues.utility
+        case .default: globalQueues.standard
+        case .userInitiated: globalQueues.userInitiated
+        case .userInteractive: globalQueues.userInteractive
+        case .unspecified: globalQueues.unspecified
+        @unknown default: IdentityDispatchQueue(wrapping: .global(qos: qos))
+        }
     }
+
+    private struct GlobalQueues: Sendable {
+        let background = IdentityDispatchQueue(wrapping: .global(qos: .background))
+        let utility = IdentityDispatchQueue(wrapping: .global(qos: .utility))
+        let standard = IdentityDispatchQueue(wrapping: .global(qos: .default))
+        let userInitiated = IdentityDispatchQueue(wrapping: .global(qos: .userInitiated))
+        let userInteractive = IdentityDispatchQueue(wrapping: .global(qos: .userInteractive))
+        let unspecified = IdentityDispatchQueue(wrapping: .global(qos: .unspecified))
+    }
+
+    private static let globalQueues = GlobalQueues()
 
     /// The label of the underlying queue.
     public var label: String { underlying.label }
@@ -71,7 +98,14 @@ public struct IdentityDispatchQueue: Sendable {
         line: UInt = #line,
         execute work: @escaping @Sendable () -> Void
     ) {
-        let unit = IdentitySnapshot.capture(flow: flow).prepare(site: SubmitSite(fileID: file, line: line), work)
+        let snapshot = IdentitySnapshot.capture(flow: flow)
+        // The common submission: the frame is the context of dispatch_async_f (no block, no closure around
+        // the work), unless strict mode or a fault must wrap the unit.
+        if group == nil, flags.isEmpty, qos == .unspecified, let direct, !DiagnosticsScope.isActive {
+            direct.async(IdentityFrame(unit: snapshot.identity, work: work))
+            return
+        }
+        let unit = snapshot.prepare(site: SubmitSite(fileID: file, line: line), work)
         underlying.async(group: group, qos: qos, flags: flags, execute: unit.run)
     }
 
@@ -122,34 +156,42 @@ public struct IdentityDispatchQueue: Sendable {
 
     /// Runs `work` on the queue and waits for it, under the identity `flow` gives it at the call (by default
     /// the caller's). Returns what `work` returns and rethrows what it throws.
+    @inlinable
     public func sync<T>(
         flags: DispatchWorkItemFlags = [],
         flow: IdentityFlow = .inherit,
         execute work: () throws -> T
     ) rethrows -> T {
-        let snapshot = IdentitySnapshot.capture(flow: flow)
-        if flags.isEmpty {
-            // `DispatchQueue.sync(execute: () -> Void)` is the overlay's direct path; its generic,
-            // rethrowing variants add a result box and an error trampoline per call.
-            return try syncReturning(snapshot, work, rescue: { throw $0 })
-        }
-        return try underlying.sync(flags: flags) { try snapshot.run(work) }
-    }
-
-    private func syncReturning<T>(
-        _ snapshot: IdentitySnapshot, _ work: () throws -> T, rescue: (any Error) throws -> T
-    ) rethrows -> T {
+        // Inlined so the result and error handling are specialized in the caller; the identity work is
+        // one non-generic call.
         var result: T?
         var failure: (any Error)?
-        underlying.sync {
+        runSynchronously(flags: flags, flow: flow) {
             do {
-                result = try snapshot.run(work)
+                result = try work()
             } catch {
                 failure = error
             }
         }
-        if let failure { return try rescue(failure) }
-        return result!
+        if let failure { return try Self.rethrowing(failure, rescue: { throw $0 }) }
+        return result.unsafelyUnwrapped
+    }
+
+    @usableFromInline
+    static func rethrowing<T>(_ error: any Error, rescue: (any Error) throws -> T) rethrows -> T {
+        try rescue(error)
+    }
+
+    /// Runs `body` on the queue, waiting, under the identity `flow` gives it now.
+    @usableFromInline
+    func runSynchronously(flags: DispatchWorkItemFlags, flow: IdentityFlow, _ body: () -> Void) {
+        let snapshot = IdentitySnapshot.capture(flow: flow)
+        if flags.isEmpty, let direct {
+            // dispatch_sync_f with the caller's closure as the context: no block.
+            direct.sync { snapshot.run(body) }
+        } else {
+            underlying.sync(flags: flags) { snapshot.run(body) }
+        }
     }
 
     /// Runs a work item on the queue and waits for it; it runs under the identity captured at its creation.

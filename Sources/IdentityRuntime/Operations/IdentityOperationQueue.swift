@@ -13,7 +13,9 @@ import Foundation
 ///   `OperationQueue`.
 ///
 /// ## How arbitrary operations carry identity
-/// Blocks are wrapped directly. An `Operation` of any other class is run by a small carrier operation
+/// Blocks are wrapped directly, and an ``IdentityOperation`` subclass is enqueued as it is (it binds the
+/// identity captured at enqueue in its own `start()`; the fastest way). An `Operation` of any other class
+/// is run by a small carrier operation
 /// that the queue schedules in its place: the carrier takes the operation's dependencies, priority and
 /// quality of service at enqueue, calls its `start()` under the captured identity, and (for an
 /// asynchronous operation) stays executing until it finishes, so concurrency limits still count it.
@@ -65,7 +67,12 @@ open class IdentityOperationQueue: OperationQueue, @unchecked Sendable {
     // MARK: Wrapping
 
     private static func carrier(for operation: Operation, snapshot: IdentitySnapshot, site: SubmitSite) -> Operation {
-        IdentityCarrierOperation(carrying: operation, snapshot: snapshot, site: site)
+        if let operation = operation as? IdentityOperation {
+            // It carries identity itself: no carrier.
+            operation.capture(snapshot, site: site)
+            return operation
+        }
+        return IdentityCarrierOperation(carrying: operation, snapshot: snapshot, site: site)
     }
 
     private func enqueueBlock(_ snapshot: IdentitySnapshot, site: SubmitSite, _ block: @escaping @Sendable () -> Void) {

@@ -1,0 +1,86 @@
+#!/usr/bin/env bash
+# Instructions per operation of the headline pairs, counted with valgrind's callgrind (repeatable on a
+# loaded machine, unlike wall clock). For each pair and each member (raw primitive, the naive TaskLocal
+# peer, the runtime), runs `identity-harness bench --pair P --side S --count N` and `--count 0` under
+# callgrind and prints (total(N) - total(0)) / N.
+#
+#   scripts/callgrind-pairs.sh                    # print the table
+#   scripts/callgrind-pairs.sh --check FILE       # also fail when a member exceeds its limit in FILE
+#   scripts/callgrind-pairs.sh --write FILE       # write measured counts + headroom (3%, 6% for operations
+#                                                 # and tasks, + 20) as the limits
+#
+# Environment: IDENTITY_CALLGRIND_COUNT (operations per run, default 20000), IDENTITY_CALLGRIND_PAIRS
+# (space-separated pair names), IDENTITY_HARNESS (a prebuilt release binary; default: builds one).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+mode="print"
+limits=""
+case "${1:-}" in
+    --check) mode="check"; limits="$2" ;;
+    --write) mode="write"; limits="$2" ;;
+    "") ;;
+    *) echo "usage: $0 [--check FILE | --write FILE]" >&2; exit 64 ;;
+esac
+
+command -v valgrind >/dev/null || { echo "valgrind is required (apt-get install valgrind)" >&2; exit 1; }
+
+count="${IDENTITY_CALLGRIND_COUNT:-20000}"
+pairs="${IDENTITY_CALLGRIND_PAIRS:-async-identity async-no-identity sync operation-subclass task-in-scope read-file-identity read-nothing-set}"
+harness="${IDENTITY_HARNESS:-}"
+if [ -z "$harness" ]; then
+    swift build -c release --product identity-harness >&2
+    harness="$(swift build -c release --show-bin-path)/identity-harness"
+fi
+
+work="$(mktemp -d)"
+trap 'rm -rf "$work"' EXIT
+
+# Total instructions (Ir) of one run, over every thread.
+instructions() {
+    local out="$work/callgrind.out"
+    valgrind --tool=callgrind --callgrind-out-file="$out" -q "$harness" bench --pair "$1" --side "$2" --count "$3" \
+        >/dev/null 2>"$work/valgrind.err" || { cat "$work/valgrind.err" >&2; return 1; }
+    # The "summary:" or "totals:" line carries the total event count.
+    awk '/^(summary|totals):/ { print $2; exit }' "$out"
+}
+
+failures=0
+[ "$mode" = "write" ] && : > "$limits.tmp"
+printf '| pair | raw | peer | ours | ours/raw | ours/peer |\n|---|---:|---:|---:|---:|---:|\n'
+for pair in $pairs; do
+    declare -A per=()
+    for side in raw peer ours; do
+        base=$(instructions "$pair" "$side" 0)
+        full=$(instructions "$pair" "$side" "$count")
+        per[$side]=$(( (full - base) / count ))
+    done
+    printf '| %s | %d | %d | %d | %s | %s |\n' "$pair" "${per[raw]}" "${per[peer]}" "${per[ours]}" \
+        "$(awk -v a="${per[ours]}" -v b="${per[raw]}" 'BEGIN { printf "%.2fx", a / (b > 0 ? b : 1) }')" \
+        "$(awk -v a="${per[ours]}" -v b="${per[peer]}" 'BEGIN { printf "%.2fx", a / (b > 0 ? b : 1) }')"
+    if [ "$mode" = "write" ]; then
+        # OperationQueue and the concurrency runtime hand work between threads internally, so their counts
+        # move by a few percent between runs; dispatch (submitted while suspended) and reads repeat exactly.
+        headroom=103
+        case "$pair" in operation-*|task-*) headroom=106 ;; esac
+        echo "$pair ours $(( per[ours] * headroom / 100 + 20 ))" >> "$limits.tmp"
+    elif [ "$mode" = "check" ]; then
+        limit=$(awk -v p="$pair" '$1 == p && $2 == "ours" { print $3 }' "$limits")
+        if [ -z "$limit" ]; then
+            echo "  no limit for $pair in $limits" >&2; failures=$((failures + 1))
+        elif [ "${per[ours]}" -gt "$limit" ]; then
+            echo "  $pair: ours ${per[ours]} instructions/op exceeds the limit $limit" >&2; failures=$((failures + 1))
+        fi
+    fi
+    unset per
+done
+if [ "$mode" = "write" ]; then
+    { echo "# pair side max-instructions-per-op (scripts/callgrind-pairs.sh --write: measured + 3% or 6% + 20)"
+      cat "$limits.tmp"; } > "$limits"
+    rm -f "$limits.tmp"
+    echo "wrote $limits"
+fi
+if [ "$failures" -gt 0 ]; then
+    echo "$failures instruction limit(s) exceeded" >&2
+    exit 1
+fi
