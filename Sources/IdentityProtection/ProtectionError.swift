@@ -7,7 +7,7 @@ import Musl
 import Darwin
 #endif
 
-/// Why a protection operation failed. Every case has a stable numeric ``code`` (100...107) that is part of
+/// Why a protection operation failed. Every case has a stable numeric ``code`` that is part of
 /// the public contract: log it, compare it, show it.
 ///
 /// | code | case | meaning |
@@ -20,6 +20,9 @@ import Darwin
 /// | 105 | ``fileNotFound(path:)`` | no such file, or the path names something other than a regular file (a directory, a socket) |
 /// | 106 | ``ioFailure(path:operation:errno:)`` | the operating system refused or failed: permission denied, read-only, no space, I/O error |
 /// | 107 | ``cryptoBackendFailure(_:)`` | the crypto library failed (random generator, cipher setup); not caused by the input |
+/// | 110 | ``encryptionRequired(path:)`` | a plaintext handle was asked for a file that must be encrypted at rest: use ``ProtectedFile`` |
+/// | 111 | ``fileClosed(path:)`` | a ``ProtectedFile`` was used after ``ProtectedFile/close()`` |
+/// | 112 | ``invalidOffset(path:offset:)`` | an offset or size beyond what the file format can address |
 ///
 /// A failed operation never returns plaintext that was not authenticated and never leaves a modified
 /// original behind.
@@ -42,8 +45,16 @@ public enum ProtectionError: Error, Equatable, Sendable, CustomStringConvertible
     case ioFailure(path: String, operation: String, errno: Int32)
     /// 107: the crypto backend (CryptoKit or libcrypto) reported a failure unrelated to the input.
     case cryptoBackendFailure(String)
+    /// 110: a plaintext handle (``FileProtectionManager/openFile(atPath:options:permissions:)``) was asked for a
+    /// file that is encrypted, or whose owner's policy requires encryption at rest. Open it as a
+    /// ``ProtectedFile`` instead.
+    case encryptionRequired(path: String)
+    /// 111: a ``ProtectedFile`` was used after it was closed.
+    case fileClosed(path: String)
+    /// 112: an offset or size that the file format cannot address (beyond 2^62 bytes of content).
+    case invalidOffset(path: String, offset: UInt64)
 
-    /// The stable numeric code of the case, 100...107.
+    /// The stable numeric code of the case.
     public var code: Int {
         switch self {
         case .invalidEnvelope: return 100
@@ -54,6 +65,9 @@ public enum ProtectionError: Error, Equatable, Sendable, CustomStringConvertible
         case .fileNotFound: return 105
         case .ioFailure: return 106
         case .cryptoBackendFailure: return 107
+        case .encryptionRequired: return 110
+        case .fileClosed: return 111
+        case .invalidOffset: return 112
         }
     }
 
@@ -75,6 +89,12 @@ public enum ProtectionError: Error, Equatable, Sendable, CustomStringConvertible
             return "ProtectionError 106: \(operation) failed for \(path): \(ProtectionError.errnoName(errno))"
         case let .cryptoBackendFailure(detail):
             return "ProtectionError 107: crypto backend failure: \(detail)"
+        case let .encryptionRequired(path):
+            return "ProtectionError 110: \(path) must be encrypted at rest; open it as a ProtectedFile"
+        case let .fileClosed(path):
+            return "ProtectionError 111: the ProtectedFile for \(path) is closed"
+        case let .invalidOffset(path, offset):
+            return "ProtectionError 112: offset \(offset) is beyond what \(path) can address"
         }
     }
 

@@ -10,16 +10,17 @@ import Darwin
 
 extension FileProtectionManager {
     /// Creates or replaces the file at `path` with `contents`, atomically, owned by the caller's
-    /// `IdentityContext.effectiveFileIdentity` (no owner when that is `nil`).
+    /// `IdentityContext.effectiveFileIdentity`, with the enclosing directory's owner ranking between its thread
+    /// and process levels (``protect(directory:identity:)``); no owner when none of them exists.
     ///
     /// When the policy manages that identity and requires file encryption, the file is written encrypted.
     /// An existing file keeps its permission bits; a new one gets `0600` when encrypted, `0644` otherwise.
     /// - Throws: 105 `path` names a directory or other non-regular file; 106 the OS refused (a missing parent
     ///   directory, a path under a regular file, a read-only file system); 103/107 key or crypto failures.
     public func writeFile(atPath path: String, contents: Data) throws(ProtectionError) {
-        let owner = IdentityContext.effectiveFileIdentity
-        try policy.authorize(.create, to: owner)
         let path = Paths.absolute(path)
+        let owner = try ownerForNewFile(at: path, explicit: nil)
+        try policy.authorize(.create, to: owner)
         let previous = try destinationInfo(path)
         if let previous, !POSIX.isRegular(previous) { throw .fileNotFound(path: path) }
         let encrypt = owner.map(requiresEncryption) ?? false
@@ -29,9 +30,7 @@ extension FileProtectionManager {
             try owners.setOwner(owner, fd: output.fd, path: output.temporaryPath)
             if let owner, encrypt {
                 let key = try keyStore.currentKey(for: owner)
-                let header = try EncryptedFileFormat.makeHeader(
-                    owner: owner, keyID: key.id,
-                    salt: try ProtectionCrypto.randomBytes(EncryptedFileFormat.saltLength), chunkSize: chunkSize)
+                let header = try EncryptedFileFormat.newHeader(owner: owner, key: key, chunkSize: chunkSize)
                 var source = DataSource(data: contents)
                 try EncryptedFileFormat.encrypt(&source, header: header, key: key, into: output)
             } else {
@@ -64,40 +63,55 @@ extension FileProtectionManager {
         return result
     }
 
-    /// Opens the file at `path` with `options`. When the call creates the file, or truncates it, the file's
-    /// owner becomes the caller's `IdentityContext.effectiveFileIdentity` (no owner when that is `nil`).
+    /// Opens the file at `path` with `options` as a plain `FileHandle`, for files that are stored in the clear.
+    /// When the call creates the file, or truncates it, the file's owner becomes the caller's
+    /// `IdentityContext.effectiveFileIdentity`, with the enclosing directory's owner ranking between its thread
+    /// and process levels (``protect(directory:identity:)``); no owner when none of them exists.
     ///
     /// ```swift
     /// let handle = try files.openFile(atPath: path, options: [.write, .create, .truncate])
     /// defer { try? handle.close() }
     /// try handle.write(contentsOf: bytes)
     /// ```
-    /// > Warning: Bytes written through the handle are stored as written. Use ``writeFile(atPath:contents:)``,
-    /// > or ``encryptFile(path:for:)`` after closing, when the owner's files must be encrypted at rest.
+    /// A plaintext handle is never handed out for a file that must be encrypted: a file that is encrypted, or
+    /// whose owner (the new owner, for a call that creates or truncates) is managed with file encryption
+    /// required, is refused with ``ProtectionError/encryptionRequired(path:)`` (110) before anything is
+    /// created, truncated or read. Open such files with ``openProtectedFile(atPath:options:owner:permissions:)``.
     /// - Parameter permissions: mode bits of a newly created file (before the process umask).
-    /// - Throws: 105 missing (without ``FileOpenOptions/create``) or a directory; 106 the OS refused.
+    /// - Throws: 110 the file must be encrypted; 105 missing (without ``FileOpenOptions/create``) or a
+    ///   directory; the policy's refusal for an owner the caller may not create or read data for; 106 the OS
+    ///   refused.
     public func openFile(
         atPath path: String, options: FileOpenOptions, permissions: UInt16 = 0o644
     ) throws(ProtectionError) -> FileHandle {
         let path = Paths.absolute(path)
         var flags: Int32
-        let writes = options.contains(.write) || options.contains(.truncate) || options.contains(.append)
+        let writes = options.writes
         switch (options.contains(.read), writes) {
         case (_, false): flags = O_RDONLY
         case (false, true): flags = O_WRONLY
         case (true, true): flags = O_RDWR
         }
         if options.contains(.append) { flags |= O_APPEND }
-        if options.contains(.truncate) { flags |= O_TRUNC }
+        let replaces = options.contains(.create) || options.contains(.truncate)
+        let newOwner = replaces ? try ownerForNewFile(at: path, explicit: nil) : nil
+        if replaces { try policy.authorize(.create, to: newOwner) }
+        let newOwnerNeedsEncryption = newOwner.map(requiresEncryption) ?? false
+        if options.contains(.truncate) && newOwnerNeedsEncryption { throw .encryptionRequired(path: path) }
         var created = false
         let fd: Int32
-        if options.contains(.create) {
+        if options.contains(.create) && !newOwnerNeedsEncryption {
             do throws(ProtectionError) {
                 fd = try POSIX.openFile(path, flags | O_CREAT | O_EXCL, mode: mode_t(permissions))
                 created = true
             } catch let .ioFailure(_, _, code) where code == EEXIST && !options.contains(.exclusive) {
                 fd = try POSIX.openFile(path, flags)
             }
+        } else if options.contains(.create) {
+            // The new file would have to be encrypted: refuse unless it exists already (then it keeps its
+            // owner, checked below).
+            guard !options.contains(.exclusive), try destinationInfo(path) != nil else { throw .encryptionRequired(path: path) }
+            fd = try POSIX.openFile(path, flags)
         } else {
             fd = try POSIX.openFile(path, flags)
         }
@@ -105,16 +119,20 @@ extension FileProtectionManager {
             let info = try POSIX.fstatFD(fd, path: path)
             guard POSIX.isRegular(info) else { throw ProtectionError.fileNotFound(path: path) }
             if created || options.contains(.truncate) {
-                let owner = IdentityContext.effectiveFileIdentity
-                try policy.authorize(.create, to: owner)
-                try owners.setOwner(owner, fd: fd, path: path)
+                if options.contains(.truncate) { try POSIX.truncateFD(fd, to: 0, path: path) }
+                try owners.setOwner(newOwner, fd: fd, path: path)
             } else {
-                var owner = try encryptedHeader(path)?.owner
-                if owner == nil { owner = try owners.owner(path: path, info: info) }
+                if let header = try encryptedHeader(path) {
+                    try policy.authorize(.read(reader: IdentityContext.effectiveFileIdentity), to: header.owner)
+                    throw ProtectionError.encryptionRequired(path: path)
+                }
+                let owner = try owners.owner(path: path, info: info)
                 try policy.authorize(.read(reader: IdentityContext.effectiveFileIdentity), to: owner)
+                if let owner, requiresEncryption(owner) { throw ProtectionError.encryptionRequired(path: path) }
             }
         } catch {
             POSIX.closeFile(fd)
+            if created { _ = unlink(path) }
             throw error
         }
         return FileHandle(fileDescriptor: fd, closeOnDealloc: true)
