@@ -49,6 +49,11 @@ let package = Package(
             swiftSettings: strictSettings
         ),
         .executableTarget(
+            name: "identity-crash-child",
+            dependencies: ["IdentityRuntime", "IdentityProtection", "IdentityTesting"],
+            swiftSettings: strictSettings
+        ),
+        .executableTarget(
             name: "LegacyBridge",
             dependencies: ["IdentityRuntime"],
             path: "Examples/LegacyBridge",
