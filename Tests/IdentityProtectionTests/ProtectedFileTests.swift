@@ -279,4 +279,29 @@ struct ProtectedFileTests {
         #expect(try f.files.protectionInfo(path: path)?.owner == bob)
         #expect(Array(try f.files.readFile(atPath: path)) == [1])
     }
+
+    @Test("regression (fuzzing): a forged generation of UInt64.max in a chunk's other slot does not trap a write")
+    func forgedGeneration() throws {
+        let f = try Fixture(chunkSize: 16)
+        let path = f.path("g.bin")
+        let file = try f.files.openProtectedFile(atPath: path, options: [.read, .write, .create], owner: alice)
+        try file.write([UInt8](repeating: 1, count: 40))
+        try file.close()
+        let headerLength = 8 + 4 + alice.name.utf8.count + 16 + 32 + 4
+        var damaged = try #require(bytes(of: path))
+        for index in 0..<3 {
+            let other = headerLength + 96 + (2 * index + 1) * 56
+            if damaged.count < other + 56 { damaged += [UInt8](repeating: 0, count: other + 56 - damaged.count) }
+            for i in other..<other + 56 { damaged[i] = 0xFF }
+        }
+        // The size record in use is in slot 1 (creation wrote slot 0, the first write slot 1): forge slot 0.
+        for i in headerLength..<headerLength + 48 { damaged[i] = 0xFF }
+        writeRaw(damaged, to: path)
+        let reopened = try f.files.openProtectedFile(atPath: path, options: [.read, .write])
+        try reopened.write([2, 2, 2], at: 5)
+        try reopened.write([3], at: 45)
+        try reopened.write([UInt8](repeating: 4, count: 16), at: 16)
+        #expect(try reopened.read(at: 0, upToCount: 100) == [1, 1, 1, 1, 1, 2, 2, 2] + [UInt8](repeating: 1, count: 8) + [UInt8](repeating: 4, count: 16) + [UInt8](repeating: 1, count: 8) + [0, 0, 0, 0, 0, 3])
+        try reopened.close()
+    }
 }

@@ -24,7 +24,13 @@ struct EncryptedChunkStore: Sendable {
         var generation1: UInt64
         var valid: Int?
 
-        var next: UInt64 { max(generation0, generation1) + 1 }
+        /// The generation of the next record: one more than the record in use (the other slot is about to be
+        /// overwritten, so its generation, unauthenticated, does not count); 1 when no record is in use. 0: the
+        /// in-use generation is exhausted.
+        var next: UInt64 {
+            guard let valid else { return 1 }
+            return (valid == 0 ? generation0 : generation1) &+ 1
+        }
 
         /// The slot the next record goes into: never the one in use.
         var target: Int {
@@ -263,6 +269,7 @@ struct EncryptedChunkStore: Sendable {
             }
         }
         let generation = state.next
+        guard generation != 0 else { throw .invalidEnvelope(reason: "chunk \(index): record generations exhausted") }
         let slot = state.target
         let record = try EncryptedFileFormat.sealRecord(piece, index: index, generation: generation, header: header, fileKey: fileKey)
         cachedIndex = nil
@@ -294,6 +301,7 @@ struct EncryptedChunkStore: Sendable {
 
     private mutating func writeLength(_ newLength: UInt64) throws(ProtectionError) {
         let generation = sizeSlots.next
+        guard generation != 0 else { throw .invalidEnvelope(reason: "size record generations exhausted") }
         let slot = sizeSlots.target
         try EncryptedFileFormat.writeSizeRecord(newLength, generation: generation, slot: slot, fd: fd, path: path, header: header, fileKey: fileKey)
         sizeSlots.wrote(generation, into: slot)
