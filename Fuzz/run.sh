@@ -13,10 +13,22 @@ shift || true
 targets=("$@")
 if [ ${#targets[@]} -eq 0 ]; then targets=(FuzzEnvelope FuzzEncryptedFile FuzzPolicyDocument FuzzSettings); fi
 
+# SwiftPM's --sanitize=fuzzer (so that it leaves main to libFuzzer) plus one -sanitize=fuzzer,address for the
+# compiler, which keeps only its last -sanitize option: with SwiftPM's `--sanitize=fuzzer --sanitize=address`
+# the two arrive in either order, and a build got ASan without coverage instrumentation.
+flags=(--scratch-path .build-fuzz --sanitize=fuzzer -Xswiftc -sanitize=fuzzer,address)
 for target in "${targets[@]}"; do
-    swift build --scratch-path .build-fuzz --sanitize=fuzzer --sanitize=address --product "$target"
+    swift build "${flags[@]}" --product "$target"
 done
-bin="$(swift build --scratch-path .build-fuzz --sanitize=fuzzer --sanitize=address --show-bin-path)"
+bin="$(swift build "${flags[@]}" --show-bin-path)"
+# A build without coverage instrumentation would fuzz blindly: refuse it.
+for target in "${targets[@]}"; do
+    sections="$(readelf -S "$bin/$target")"
+    if [[ "$sections" != *__sancov* ]]; then
+        echo "!! $bin/$target has no coverage instrumentation" >&2
+        exit 1
+    fi
+done
 
 mkdir -p artifacts
 status=0

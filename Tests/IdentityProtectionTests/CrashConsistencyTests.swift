@@ -38,8 +38,9 @@ struct CrashConsistencyTests {
         var error: String?
     }
 
-    /// Starts the child, waits until it is ready, lets it run for `delay` microseconds, kills it.
-    static func runAndKill(_ child: String, mode: CrashWorkload.Mode, directory: String, seed: UInt64, delay: UInt32) throws -> Report {
+    /// Starts the child, waits until it has begun step `step` (so the kill lands after `step - 1` completed
+    /// steps whatever the machine's speed), lets it run `delay` microseconds more, and kills it.
+    static func runAndKill(_ child: String, mode: CrashWorkload.Mode, directory: String, seed: UInt64, step: Int, delay: UInt32) throws -> Report {
         let process = Process()
         process.executableURL = URL(fileURLWithPath: child)
         process.arguments = [mode.rawValue, directory, String(seed)]
@@ -48,7 +49,10 @@ struct CrashConsistencyTests {
         try process.run()
         let reader = pipe.fileHandleForReading
         var output = Data()
-        while !output.starts(with: Data("ready\n".utf8)) && !String(decoding: output, as: UTF8.self).contains("error") {
+        let awaited = "begin \(step)\n"
+        while true {
+            let text = String(decoding: output, as: UTF8.self)
+            if text.contains(awaited) || text.contains("error") { break }
             let piece = reader.availableData
             if piece.isEmpty { break }
             output.append(piece)
@@ -112,7 +116,9 @@ struct CrashConsistencyTests {
         var unreadableChunks = 0
         for iteration in 0..<Self.kills {
             let seed = random.next()
-            let report = try Self.runAndKill(child, mode: mode, directory: f.directory, seed: seed, delay: UInt32(random.next() % 80_000))
+            let report = try Self.runAndKill(
+                child, mode: mode, directory: f.directory, seed: seed, step: 1 + Int(random.next() % 3),
+                delay: UInt32(random.next() % 30_000))
             try #require(report.error == nil, "child failed: \(report.error ?? "")")
             steps += report.done
             let files = try Self.freshManager(f, storage: storage)

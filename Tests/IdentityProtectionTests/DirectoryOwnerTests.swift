@@ -57,3 +57,24 @@ struct DirectoryOwnerTests {
         #expect(protectionError { try f.files.protect(directory: directory + "/a.txt", identity: alice) }?.code == 105)
     }
 }
+
+@Suite("Directory owners and the selective wipe")
+struct DirectoryOwnerWipeTests {
+    @Test("a wipe removes the account's files and its directory owners; other directories keep theirs")
+    func wipe() throws {
+        let f = try Fixture()
+        for name in ["a", "b"] { try FileManager.default.createDirectory(atPath: f.path(name), withIntermediateDirectories: false) }
+        try f.files.protect(directory: f.path("a"), identity: alice)
+        try f.files.protect(directory: f.path("b"), identity: bob)
+        try f.files.protect(directory: f.root, identity: alice)
+        IdentityContext.withThreadIdentity(nil) {
+            #expect(throws: Never.self) { try f.files.writeFile(atPath: f.path("a/x.txt"), contents: Data("x".utf8)) }
+        }
+        let removed = try f.files.removeFiles(ownedBy: alice)
+        #expect(removed == [f.path("a/x.txt")])
+        #expect(try f.files.owner(ofDirectory: f.path("a")) == nil)
+        #expect(try f.files.owner(ofDirectory: f.root) == nil)
+        #expect(try f.files.owner(ofDirectory: f.path("b")) == bob)
+        #expect(FileManager.default.fileExists(atPath: f.path("a")))
+    }
+}

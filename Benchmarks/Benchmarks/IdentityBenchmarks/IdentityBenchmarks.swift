@@ -31,6 +31,7 @@ let benchmarks: @Sendable () -> Void = {
     registerReadAndScopeBenchmarks()
     registerPolicyBenchmarks()
     registerProtectionBenchmarks()
+    registerFileBenchmarks()
 }
 
 /// The identity the wrapped members submit under.

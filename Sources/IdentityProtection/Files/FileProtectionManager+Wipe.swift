@@ -12,8 +12,9 @@ extension FileProtectionManager {
     /// destroys the identity's keys, so protected data and copies of encrypted files elsewhere become
     /// unreadable too.
     ///
-    /// Files owned by anyone else, unowned files, directories and symbolic links are not touched; symbolic
-    /// links are not followed. An owner is the recorded owner, or for an encrypted file without one, the owner
+    /// Files owned by anyone else, unowned files, directories and symbolic links are not deleted; symbolic
+    /// links are not followed. Directories owned by `identity` (``protect(directory:identity:)``) lose their
+    /// owner, so nothing created in them later is owned by the wiped account. An owner is the recorded owner, or for an encrypted file without one, the owner
     /// in its header. Deletion goes on past a failure; the keys are destroyed in any case.
     /// - Returns: the absolute paths deleted, sorted.
     /// - Throws: 104 for the unmanaged identity (it is not an account); otherwise the first failure, after
@@ -28,7 +29,15 @@ extension FileProtectionManager {
         var firstError: ProtectionError?
         var visited = Set<String>()
         for root in roots {
-            walk(root, visited: &visited) { path, info in
+            walk(root, visited: &visited, directory: { path, info in
+                do throws(ProtectionError) {
+                    guard try owners.owner(path: path, info: info) == identity else { return }
+                    try owners.setOwner(nil, path: path)
+                } catch {
+                    if case .invalidIdentity = error { return }
+                    if firstError == nil { firstError = error }
+                }
+            }) { path, info in
                 do throws(ProtectionError) {
                     guard try owner(forWipeOf: path, info: info) == identity else { return }
                     try POSIX.unlinkPath(path)
@@ -71,10 +80,10 @@ extension FileProtectionManager {
         }
     }
 
-    /// Visits every regular file under `directory` (not following symbolic links, not entering the state
-    /// directory).
+    /// Visits every directory (with `visitDirectory`) and every regular file (with `visit`) under `directory`,
+    /// not following symbolic links, not entering the state directory.
     private func walk(
-        _ directory: String, visited: inout Set<String>,
+        _ directory: String, visited: inout Set<String>, directory visitDirectory: (String, stat) -> Void,
         _ visit: (String, stat) -> Void, onError: (ProtectionError) -> Void
     ) {
         guard !visited.contains(directory), directory != stateDirectory else { return }
@@ -82,6 +91,7 @@ extension FileProtectionManager {
         let names: [String]
         do throws(ProtectionError) {
             guard let info = try POSIX.lstatPath(directory), POSIX.isDirectory(info) else { return }
+            visitDirectory(directory, info)
             names = try POSIX.directoryEntries(directory)
         } catch {
             return onError(error)
@@ -91,7 +101,7 @@ extension FileProtectionManager {
             do throws(ProtectionError) {
                 guard let info = try POSIX.lstatPath(path) else { continue }
                 if POSIX.isDirectory(info) {
-                    walk(path, visited: &visited, visit, onError: onError)
+                    walk(path, visited: &visited, directory: visitDirectory, visit, onError: onError)
                 } else if POSIX.isRegular(info) {
                     visit(path, info)
                 }
