@@ -129,11 +129,19 @@ struct StreamSealer: Sendable {
             output.append(contentsOf: bytes)
             return output
         }
+        // Room for every record this piece completes, so the output grows once.
+        output.reserveCapacity(output.count + pending.count + bytes.count + (bytes.count / header.chunkSize + 2) * ProtectionCrypto.tagLength)
         var offset = 0
         while offset < bytes.count {
             if pending.count == header.chunkSize {
                 // More input follows a full chunk: it is not the final one.
                 try seal(final: false, key: streamKey, into: &output)
+            }
+            if pending.isEmpty && bytes.count - offset > header.chunkSize {
+                // A whole chunk with more input after it: sealed straight from the piece, without a copy.
+                try seal(UnsafeRawBufferPointer(rebasing: bytes[offset..<offset + header.chunkSize]), final: false, key: streamKey, into: &output)
+                offset += header.chunkSize
+                continue
             }
             let take = min(header.chunkSize - pending.count, bytes.count - offset)
             pending.append(contentsOf: UnsafeRawBufferPointer(rebasing: bytes[offset..<offset + take]))
@@ -153,14 +161,21 @@ struct StreamSealer: Sendable {
         return output
     }
 
+    /// Seals the pending chunk and empties it.
     private mutating func seal(final: Bool, key: [UInt8], into output: inout [UInt8]) throws(ProtectionError) {
-        let aad = StreamFormat.aad(header, index, final: final)
-        try withRawBytes(of: aad) { (aad) throws(ProtectionError) in
-            try withRawBytes(of: pending) { (plaintext) throws(ProtectionError) in
-                try ProtectionCrypto.seal(key: key, nonce: StreamFormat.nonce(index), aad: aad, plaintext: plaintext, appendingTo: &output)
-            }
+        let chunk = pending
+        try withRawBytes(of: chunk) { (plaintext) throws(ProtectionError) in
+            try seal(plaintext, final: final, key: key, into: &output)
         }
         pending.removeAll(keepingCapacity: true)
+    }
+
+    /// Seals `plaintext` as the next record.
+    private mutating func seal(_ plaintext: UnsafeRawBufferPointer, final: Bool, key: [UInt8], into output: inout [UInt8]) throws(ProtectionError) {
+        let aad = StreamFormat.aad(header, index, final: final)
+        try withRawBytes(of: aad) { (aad) throws(ProtectionError) in
+            try ProtectionCrypto.seal(key: key, nonce: StreamFormat.nonce(index), aad: aad, plaintext: plaintext, appendingTo: &output)
+        }
         index += 1
     }
 }
