@@ -54,6 +54,11 @@ let package = Package(
             swiftSettings: strictSettings
         ),
         .executableTarget(
+            name: "identity-crash-child",
+            dependencies: ["IdentityRuntime", "IdentityProtection", "IdentityTesting"],
+            swiftSettings: strictSettings
+        ),
+        .executableTarget(
             name: "LegacyBridge",
             dependencies: ["IdentityRuntime"],
             path: "Examples/LegacyBridge",
@@ -83,7 +88,7 @@ let package = Package(
         ),
         .testTarget(
             name: "IdentityPolicyTests",
-            dependencies: ["IdentityPolicy", "IdentityProtection", "IdentityRuntime", "IsolationStress"],
+            dependencies: ["IdentityPolicy", "IdentityProtection", "IdentityRuntime", "IdentityTesting", "IsolationStress"],
             swiftSettings: strictSettings
         ),
     ],

@@ -7,7 +7,7 @@ import Musl
 import Darwin
 #endif
 
-/// Why a protection operation failed. Every case has a stable numeric ``code`` (100...109) that is part of
+/// Why a protection operation failed. Every case has a stable numeric ``code`` (100...112) that is part of
 /// the public contract: log it, compare it, show it.
 ///
 /// | code | case | meaning |
@@ -22,6 +22,9 @@ import Darwin
 /// | 107 | ``cryptoBackendFailure(_:)`` | the crypto library failed (random generator, cipher setup); not caused by the input |
 /// | 108 | ``accessDenied(identity:reader:)`` | the data belongs to a managed account that the reader (the effective file identity), or the recipient of a transfer, may not see: no byte of plaintext is returned |
 /// | 109 | ``accountBlocked(identity:reason:)`` | the owner is a blocked account: its data is neither created nor read until it is unblocked |
+/// | 110 | ``encryptionRequired(path:)`` | a plaintext handle was asked for a file that must be encrypted at rest: use ``ProtectedFile`` |
+/// | 111 | ``fileClosed(path:)`` | a ``ProtectedFile`` was used after ``ProtectedFile/close()`` |
+/// | 112 | ``invalidOffset(path:offset:)`` | an offset or size beyond what the file format can address |
 ///
 /// A failed operation never returns plaintext that was not authenticated and never leaves a modified
 /// original behind.
@@ -50,6 +53,14 @@ public enum ProtectionError: Error, Equatable, Sendable, CustomStringConvertible
     /// 109: the owner account is blocked (`reason` is `IdentityPolicy.BlockAccountReason`'s raw value); no
     /// plaintext is returned and nothing is created for it.
     case accountBlocked(identity: Identity, reason: Int)
+    /// 110: a plaintext handle (``FileProtectionManager/openFile(atPath:options:permissions:)``) was asked for a
+    /// file that is encrypted, or whose owner's policy requires encryption at rest. Open it as a
+    /// ``ProtectedFile`` instead.
+    case encryptionRequired(path: String)
+    /// 111: a ``ProtectedFile`` was used after it was closed.
+    case fileClosed(path: String)
+    /// 112: an offset or size that the file format cannot address (beyond 2^62 bytes of content).
+    case invalidOffset(path: String, offset: UInt64)
 
     /// The stable numeric code of the case.
     public var code: Int {
@@ -64,6 +75,9 @@ public enum ProtectionError: Error, Equatable, Sendable, CustomStringConvertible
         case .cryptoBackendFailure: return 107
         case .accessDenied: return 108
         case .accountBlocked: return 109
+        case .encryptionRequired: return 110
+        case .fileClosed: return 111
+        case .invalidOffset: return 112
         }
     }
 
@@ -89,6 +103,12 @@ public enum ProtectionError: Error, Equatable, Sendable, CustomStringConvertible
             return "ProtectionError 108: data of \(identity.debugDescription) is not readable by \(reader?.debugDescription ?? "code with no identity")"
         case let .accountBlocked(identity, reason):
             return "ProtectionError 109: \(identity.debugDescription) is blocked (reason \(reason))"
+        case let .encryptionRequired(path):
+            return "ProtectionError 110: \(path) must be encrypted at rest; open it as a ProtectedFile"
+        case let .fileClosed(path):
+            return "ProtectionError 111: the ProtectedFile for \(path) is closed"
+        case let .invalidOffset(path, offset):
+            return "ProtectionError 112: offset \(offset) is beyond what \(path) can address"
         }
     }
 

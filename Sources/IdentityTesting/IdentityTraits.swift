@@ -61,3 +61,60 @@ extension Trait where Self == StrictModeTrait {
     /// Runs the test under identity strict mode; every report fails the test.
     public static var identityStrictMode: Self { StrictModeTrait() }
 }
+
+/// Runs a test (or every test of a suite, one at a time) with exclusive use of the process identity.
+///
+/// `IdentityContext.processIdentity` is process-wide: a test that sets it changes what "no identity" means
+/// for every test running in parallel (the effective file identity of code with no thread identity falls
+/// through to it). Give this trait to the tests that set it and to the tests whose outcome depends on code
+/// running with no identity at all; they then never overlap.
+///
+/// ```swift
+/// @Suite(.exclusiveProcessIdentity) struct ResolutionTests { ... }
+/// ```
+public struct ProcessIdentityTrait: TestTrait, SuiteTrait, TestScoping {
+    public var isRecursive: Bool { true }
+
+    public func provideScope(
+        for test: Test, testCase: Test.Case?, performing function: @Sendable () async throws -> Void
+    ) async throws {
+        // The scope is entered for the suite, the test function and each test case: hold the gate per case.
+        guard testCase != nil else { return try await function() }
+        await ProcessIdentityGate.shared.acquire()
+        do {
+            try await function()
+        } catch {
+            await ProcessIdentityGate.shared.release()
+            throw error
+        }
+        await ProcessIdentityGate.shared.release()
+    }
+}
+
+extension Trait where Self == ProcessIdentityTrait {
+    /// Exclusive use of the process identity for the test (see ``ProcessIdentityTrait``).
+    public static var exclusiveProcessIdentity: Self { ProcessIdentityTrait() }
+}
+
+/// A first-come, first-served gate for ``ProcessIdentityTrait``.
+actor ProcessIdentityGate {
+    static let shared = ProcessIdentityGate()
+    private var held = false
+    private var waiters: [CheckedContinuation<Void, Never>] = []
+
+    func acquire() async {
+        guard held else {
+            held = true
+            return
+        }
+        await withCheckedContinuation { waiters.append($0) }
+    }
+
+    func release() {
+        if waiters.isEmpty {
+            held = false
+        } else {
+            waiters.removeFirst().resume()
+        }
+    }
+}

@@ -36,7 +36,7 @@ public enum IsolationStress {
     /// The APIs exercised, one row each in the report.
     public enum API: String, CaseIterable, Sendable {
         case protect, unprotect, unprotectInTask, writeFile, readFile, readFileThroughQueue, decryptFileToCopy
-        case openFile, isDataTransferAllowed, reownFile
+        case openProtectedFile, isDataTransferAllowed, reownFile
     }
 
     public struct Row: Sendable {
@@ -249,7 +249,7 @@ final class World: Sendable {
         case 12..<24: createFile(by: anyone(&random), &random)
         case 24..<70:
             let reader = anyone(&random)
-            let apis: [IsolationStress.API] = [.unprotect, .readFile, .readFileThroughQueue, .decryptFileToCopy, .openFile]
+            let apis: [IsolationStress.API] = [.unprotect, .readFile, .readFileThroughQueue, .decryptFileToCopy, .openProtectedFile]
             let api = apis[Int.random(in: 0..<apis.count, using: &random)]
             guard let item = pick(&random, api == .unprotect ? .envelope : .file) else { return }
             if api == .readFileThroughQueue {
@@ -324,11 +324,10 @@ final class World: Sendable {
                     defer { try? FileManager.default.removeItem(atPath: copy) }
                     try files.decryptFile(path: item.path, toCopyPath: copy)
                     bytes = FileManager.default.contents(atPath: copy)
-                case .openFile:
-                    let handle = try files.openFile(atPath: item.path, options: [.read])
-                    let raw = try handle.readToEnd() ?? Data()
-                    try handle.close()
-                    bytes = try files.isFileEncrypted(path: item.path) ? nil : raw
+                case .openProtectedFile:
+                    let file = try files.openProtectedFile(atPath: item.path, options: [.read])
+                    defer { try? file.close() }
+                    bytes = Data(try file.readToEnd())
                 default:
                     bytes = nil
                 }

@@ -2,6 +2,7 @@ import Foundation
 @testable import IdentityPolicy
 import IdentityProtection
 import IdentityRuntime
+import IdentityTesting
 import IsolationStress
 import Testing
 
@@ -56,16 +57,16 @@ func readEverywhere(_ f: IsolationFixture, envelope: Data, path: String, as read
                 try f.files.decryptFile(path: path, toCopyPath: copy)
                 return FileManager.default.contents(atPath: copy) ?? Data()
             },
-            "openFile": attempt {
-                let handle = try f.files.openFile(atPath: path, options: [.read])
-                defer { try? handle.close() }
-                return Data()
+            "openProtectedFile": attempt {
+                let file = try f.files.openProtectedFile(atPath: path, options: [.read])
+                defer { try? file.close() }
+                return Data(try file.readToEnd())
             },
         ]
     }
 }
 
-@Suite("Tenant isolation: reads across accounts, transfers, re-owning (DESIGN §4b)")
+@Suite("Tenant isolation: reads across accounts, transfers, re-owning (DESIGN §4b)", .exclusiveProcessIdentity)
 struct IsolationTests {
     @Test("a managed account's data: the owner and managed accounts of its tenant read it; no one else gets a byte", arguments: [
         (Identity?.some(alice), true), (.some(bob), true), (.some(carol), false), (.some(frank), false),
@@ -80,7 +81,7 @@ struct IsolationTests {
             switch result {
             case let .success(bytes):
                 #expect(allowed, "\(api) by \(String(describing: reader)) was allowed")
-                if api != "openFile" { #expect(bytes == Data(secret.utf8), "\(api)") }
+                #expect(bytes == Data(secret.utf8), "\(api)")
             case let .failure(error):
                 #expect(!allowed, "\(api): \(error)")
                 #expect(error == .accessDenied(identity: alice, reader: reader), "\(api): \(error)")
@@ -198,7 +199,7 @@ struct IsolationTests {
     }
 }
 
-@Suite("Wipes that leave nothing: writers racing the wipe, tenants, crashes, symbolic links (DESIGN §4b)")
+@Suite("Wipes that leave nothing: writers racing the wipe, tenants, crashes, symbolic links (DESIGN §4b)", .exclusiveProcessIdentity)
 struct WipeIsolationTests {
     @Test("8 writers keep creating files as the account being wiped: afterwards none of its files remain, others are byte-identical")
     func wipeRace() async throws {

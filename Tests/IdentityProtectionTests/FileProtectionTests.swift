@@ -79,11 +79,19 @@ struct FileProtectionTests {
         }
         #expect(try f.files.protectionInfo(path: path)?.owner == carol)
         #expect(bytes(of: path) == Array("onetwo".utf8))
-        try IdentityContext.withThreadIdentity(bob) {
+        // bob's files must be encrypted: a plaintext handle that would make bob the owner is refused (110)
+        // before anything is truncated.
+        #expect(IdentityContext.withThreadIdentity(bob) {
+            protectionError { try f.files.openFile(atPath: path, options: [.write, .truncate]) }?.code
+        } == 110)
+        #expect(bytes(of: path) == Array("onetwo".utf8))
+        let dave: Identity = "dave@fabrikam.com"
+        try IdentityContext.withThreadIdentity(dave) {
             let handle = try f.files.openFile(atPath: path, options: [.write, .truncate])
             try handle.close()
         }
-        #expect(try f.files.protectionInfo(path: path)?.owner == bob)
+        #expect(try f.files.protectionInfo(path: path)?.owner == dave)
+        #expect(bytes(of: path) == [])
         #expect(protectionError { try f.files.openFile(atPath: path, options: [.write, .create, .exclusive]) }?.code == 106)
         #expect(protectionError { try f.files.openFile(atPath: f.path("missing"), options: [.read]) }?.code == 105)
         #expect(protectionError { try f.files.openFile(atPath: f.root, options: [.read]) }?.code == 105)
@@ -140,8 +148,7 @@ struct FileProtectionTests {
         let attributes = try FileManager.default.attributesOfItem(atPath: path)
         #expect((attributes[.posixPermissions] as? Int) == 0o640)
         let encrypted = try #require(bytes(of: path))
-        let chunks = max(1, (size + 15) / 16)
-        #expect(encrypted.count == 8 + 1 + 1 + 2 + alice.name.utf8.count + 16 + 32 + 4 + size + 16 * chunks)
+        #expect(encrypted.count == encryptedFileLength(owner: alice, chunkSize: 16, contentLength: size))
         try f.files.encryptFile(path: path, for: alice)          // already encrypted for alice: unchanged
         #expect(bytes(of: path) == encrypted)
         let copy = f.path("copy.bin")
@@ -166,7 +173,7 @@ struct FileProtectionTests {
         let original = (0..<(3 << 20) + 123).map { _ in UInt8(truncatingIfNeeded: generator.next()) }
         writeRaw(original, to: path)
         try f.files.encryptFile(path: path, for: bob)
-        #expect(bytes(of: path)!.count == 8 + 4 + bob.name.utf8.count + 52 + original.count + 16 * 49)
+        #expect(bytes(of: path)!.count == encryptedFileLength(owner: bob, chunkSize: 64 * 1024, contentLength: original.count))
         #expect(Array(try f.files.readFile(atPath: path)) == original)
         try f.files.decryptFile(path: path)
         #expect(bytes(of: path) == original)

@@ -65,3 +65,25 @@ func writeRaw(_ bytes: [UInt8], to path: String) {
 }
 
 let longTests = ProcessInfo.processInfo.environment["IDENTITY_LONG_TESTS"] == "1"
+
+/// The length on disk of a file written by `encryptFile` (format version 2): header, the first size slot, and
+/// every chunk in its first slot (the second slots are holes, except behind the last chunk, which ends the
+/// file).
+func encryptedFileLength(owner: Identity, chunkSize: Int, contentLength: Int) -> Int {
+    let header = 8 + 1 + 1 + 2 + owner.name.utf8.count + 16 + 32 + 4
+    guard contentLength > 0 else { return header + 48 }
+    let chunks = (contentLength + chunkSize - 1) / chunkSize
+    let last = contentLength - (chunks - 1) * chunkSize
+    return header + 96 + (chunks - 1) * 2 * (chunkSize + 40) + last + 40
+}
+
+extension Sequence where Element: Sendable {
+    /// The elements as an `AsyncStream` (all buffered up front).
+    var async: AsyncStream<Element> {
+        let elements = Array(self)
+        return AsyncStream { continuation in
+            for element in elements { continuation.yield(element) }
+            continuation.finish()
+        }
+    }
+}

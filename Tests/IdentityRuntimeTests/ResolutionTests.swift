@@ -1,10 +1,11 @@
 import Foundation
+import IdentityTesting
 import Testing
 @testable import IdentityRuntime
 
 /// DESIGN §2. These tests change process-wide levels, so they run one at a time and reset afterwards; no
 /// other suite reads the process or UI identity.
-@Suite("DESIGN §2: levels and effective identities", .serialized)
+@Suite("DESIGN §2: levels and effective identities", .serialized, .exclusiveProcessIdentity)
 struct ResolutionTests {
     init() { IdentityContext.resetAllLevels() }
 

@@ -38,6 +38,7 @@ let benchmarks: @Sendable () -> Void = {
     registerAdmissionBenchmarks()
     registerAssertionBenchmarks()
     registerProtectionBenchmarks()
+    registerFileBenchmarks()
 }
 
 /// The identity the wrapped members submit under.

@@ -1,14 +1,28 @@
 #if canImport(CryptoKit)
 import CryptoKit
 import Foundation
-import Security
+#elseif IDENTITY_SWIFT_CRYPTO
+// The CryptoKit branch compiled against apple/swift-crypto (the same API) on Linux: only the check package
+// Checks/SwiftCrypto defines IDENTITY_SWIFT_CRYPTO, so that this branch is built and tested off Apple platforms.
+import Crypto
+import Foundation
 #else
 import CIdentityCrypto
 #endif
 
 /// The platform crypto the module uses, and nothing else: CryptoKit on Apple platforms, the system libcrypto
 /// (OpenSSL 3) on Linux. AES-256-GCM with 12-byte nonces and 16-byte tags, a CSPRNG, HKDF-SHA-256, SHA-256.
+///
+/// The CryptoKit branch (`canImport(CryptoKit) || IDENTITY_SWIFT_CRYPTO`) is also compiled and tested on Linux,
+/// against swift-crypto, by the check package Checks/SwiftCrypto.
 enum ProtectionCrypto {
+    #if canImport(CryptoKit)
+    static let backendName = "CryptoKit"
+    #elseif IDENTITY_SWIFT_CRYPTO
+    static let backendName = "swift-crypto (CryptoKit API)"
+    #else
+    static let backendName = "libcrypto (OpenSSL 3)"
+    #endif
     static let keyLength = 32
     static let nonceLength = 12
     static let tagLength = 16
@@ -17,9 +31,10 @@ enum ProtectionCrypto {
     static func randomBytes(_ count: Int) throws(ProtectionError) -> [UInt8] {
         var bytes = [UInt8](repeating: 0, count: count)
         guard count > 0 else { return bytes }
-        #if canImport(CryptoKit)
-        let status = bytes.withUnsafeMutableBytes { SecRandomCopyBytes(kSecRandomDefault, count, $0.baseAddress!) }
-        guard status == errSecSuccess else { throw .cryptoBackendFailure("SecRandomCopyBytes failed: \(status)") }
+        #if canImport(CryptoKit) || IDENTITY_SWIFT_CRYPTO
+        // A fresh random key of the requested size is the CSPRNG output of the crypto library itself.
+        let random = SymmetricKey(size: SymmetricKeySize(bitCount: count * 8))
+        random.withUnsafeBytes { bytes = Array($0) }
         #else
         let status = bytes.withUnsafeMutableBufferPointer { cidc_random_bytes($0.baseAddress, count) }
         guard status == 1 else { throw .cryptoBackendFailure("RAND_bytes failed") }
@@ -33,7 +48,7 @@ enum ProtectionCrypto {
         appendingTo output: inout [UInt8]
     ) throws(ProtectionError) {
         precondition(key.count == keyLength && nonce.count == nonceLength)
-        #if canImport(CryptoKit)
+        #if canImport(CryptoKit) || IDENTITY_SWIFT_CRYPTO
         do {
             let box = try AES.GCM.seal(
                 plaintext, using: SymmetricKey(data: key), nonce: try AES.GCM.Nonce(data: nonce),
@@ -71,7 +86,7 @@ enum ProtectionCrypto {
         tag: UnsafeRawBufferPointer
     ) throws(ProtectionError) -> [UInt8] {
         precondition(key.count == keyLength && nonce.count == nonceLength && tag.count == tagLength)
-        #if canImport(CryptoKit)
+        #if canImport(CryptoKit) || IDENTITY_SWIFT_CRYPTO
         let box: AES.GCM.SealedBox
         do {
             box = try AES.GCM.SealedBox(nonce: try AES.GCM.Nonce(data: nonce), ciphertext: ciphertext, tag: tag)
@@ -81,6 +96,11 @@ enum ProtectionCrypto {
         do {
             return Array(try AES.GCM.open(box, using: SymmetricKey(data: key), authenticating: aad))
         } catch CryptoKitError.authenticationFailure {
+            throw .authenticationFailed
+        } catch CryptoKitError.underlyingCoreCryptoError {
+            // swift-crypto on Linux (BoringSSL) reports a tag that does not verify as BAD_DECRYPT through this
+            // case, not as .authenticationFailure (found by building this branch in Checks/SwiftCrypto). The
+            // box was well formed (checked above), so the open failed on the tag.
             throw .authenticationFailed
         } catch {
             throw .cryptoBackendFailure("AES.GCM.open: \(error)")
@@ -113,7 +133,7 @@ enum ProtectionCrypto {
 
     /// HKDF-SHA-256 (RFC 5869) of `count` bytes.
     static func hkdfSHA256(key: [UInt8], salt: [UInt8], info: [UInt8], count: Int) throws(ProtectionError) -> [UInt8] {
-        #if canImport(CryptoKit)
+        #if canImport(CryptoKit) || IDENTITY_SWIFT_CRYPTO
         let derived = HKDF<SHA256>.deriveKey(
             inputKeyMaterial: SymmetricKey(data: key), salt: salt, info: info, outputByteCount: count)
         return derived.withUnsafeBytes { Array($0) }
@@ -137,7 +157,7 @@ enum ProtectionCrypto {
 
     /// SHA-256 digest.
     static func sha256(_ bytes: [UInt8]) throws(ProtectionError) -> [UInt8] {
-        #if canImport(CryptoKit)
+        #if canImport(CryptoKit) || IDENTITY_SWIFT_CRYPTO
         return Array(SHA256.hash(data: bytes))
         #else
         var digest = [UInt8](repeating: 0, count: 32)

@@ -6,7 +6,8 @@ enum EnvelopeFormat {
     static let dataMagic: [UInt8] = [0x89, 0x49, 0x44, 0x50, 0x44, 0x0D, 0x0A, 0x1A]
     /// `89 49 44 50 46 0D 0A 1A`: "\x89IDPF\r\n\x1A", an encrypted file.
     static let fileMagic: [UInt8] = [0x89, 0x49, 0x44, 0x50, 0x46, 0x0D, 0x0A, 0x1A]
-    /// The only version this build writes and reads.
+    /// The only data-envelope and stream version this build writes and reads (encrypted files: version 2,
+    /// ``EncryptedFileFormat/version``).
     static let version: UInt8 = 1
     /// Flag bit 0 of a data envelope: the body is encrypted.
     static let encryptedFlag: UInt8 = 0x01
@@ -100,10 +101,10 @@ struct ByteReader {
     }
 
     /// The common prefix of both formats: magic (already matched), version, flags, owner.
-    mutating func commonHeader(magic: [UInt8]) throws(ProtectionError) -> (flags: UInt8, owner: Identity) {
+    mutating func commonHeader(magic: [UInt8], version expected: UInt8 = EnvelopeFormat.version) throws(ProtectionError) -> (flags: UInt8, owner: Identity) {
         _ = try bytes(magic.count, "magic")
         let version = try uint8("version")
-        guard version == EnvelopeFormat.version else { throw .unsupportedVersion(version) }
+        guard version == expected else { throw .unsupportedVersion(version) }
         let flags = try uint8("flags")
         let ownerLength = Int(try uint16("owner length"))
         guard ownerLength <= EnvelopeFormat.maximumOwnerLength else {

@@ -1,27 +1,41 @@
 import IdentityRuntime
 
-/// The encrypted-file format, version 1 (byte layout in docs/protection.md):
+/// The encrypted-file format, version 2, shared by ``FileProtectionManager/encryptFile(path:for:)``,
+/// ``FileProtectionManager/writeFile(atPath:contents:)`` and ``ProtectedFile`` (byte layout in
+/// docs/protection.md):
 ///
 /// ```
-/// magic[8] version[1] flags[1]=0 ownerLength[2] owner[L] keyID[16] salt[32] chunkSize[4]   (the header)
-/// chunk 0: ciphertext[chunkSize] tag[16]
-/// ...
-/// chunk n-1 (final): ciphertext[0...chunkSize] tag[16]
+/// header:      magic[8] version[1]=2 flags[1]=0 ownerLength[2] owner[L] keyID[16] salt[32] chunkSize[4]
+/// size slots:  2 × 48 bytes, each a record of the 8-byte plaintext length
+/// chunk i:     2 slots of (chunkSize + 40) bytes at dataStart + (2i + s) × slotSize
+/// record:      generation[8] nonce[12] length[4] ciphertext[length] tag[16]
 /// ```
 ///
-/// File key: HKDF-SHA-256(ikm: the owner's key, salt: salt, info: "IdentityProtection file v1", 32 bytes).
-/// Chunk i: nonce `00 00 00 00 ‖ UInt64be(i)`, associated data `header ‖ UInt64be(i) ‖ final (01 or 00)`.
-/// A reordered, dropped, duplicated or appended chunk, and a file cut at any length, fail authentication or
-/// framing.
+/// File key: HKDF-SHA-256(ikm: the owner's key, salt: salt, info: "IdentityProtection file v2", 32 bytes).
+/// Every record is sealed with a fresh random nonce; its associated data is
+/// `header ‖ UInt64be(index) ‖ generation[8] ‖ length[4]` (the size record has index `UInt64.max`). A chunk
+/// lives in one of its two slots: a rewrite goes into the other slot with the next generation, so a write torn
+/// by a crash leaves the previous record readable. The reader takes the valid record with the highest
+/// generation. A record moved to another file or position, a tail cut off below the authenticated size, and a
+/// torn record fail with a typed error; they never yield plaintext.
 enum EncryptedFileFormat {
+    static let version: UInt8 = 2
     static let saltLength = 32
-    static let info = Array("IdentityProtection file v1".utf8)
+    static let info = Array("IdentityProtection file v2".utf8)
     static let minimumChunkSize = 1
     static let maximumChunkSize = 16 << 20
+    /// Generation, nonce, length, tag.
+    static let recordOverhead = 8 + ProtectionCrypto.nonceLength + 4 + ProtectionCrypto.tagLength
+    /// A size record: the overhead plus the 8-byte length.
+    static let sizeSlotLength = recordOverhead + 8
+    /// The index the size record is bound to.
+    static let sizeRecordIndex = UInt64.max
+    /// Largest content a file may hold (keeps every slot offset inside `Int64`).
+    static let maximumContentLength: UInt64 = 1 << 62
     /// Longest possible header: fixed fields plus the longest owner.
     static let maximumHeaderLength = 8 + 1 + 1 + 2 + EnvelopeFormat.maximumOwnerLength + 16 + saltLength + 4
 
-    struct Header {
+    struct Header: Sendable {
         let owner: Identity
         let keyID: ProtectionKeyID
         let salt: [UInt8]
@@ -29,19 +43,44 @@ enum EncryptedFileFormat {
         let bytes: [UInt8]
 
         var info: ProtectionInfo {
-            ProtectionInfo(owner: owner, isEncrypted: true, keyID: keyID, formatVersion: EnvelopeFormat.version)
+            ProtectionInfo(owner: owner, isEncrypted: true, keyID: keyID, formatVersion: EncryptedFileFormat.version)
+        }
+
+        var slotLength: Int64 { Int64(chunkSize + EncryptedFileFormat.recordOverhead) }
+        var dataStart: Int64 { Int64(bytes.count + 2 * EncryptedFileFormat.sizeSlotLength) }
+
+        func sizeSlotOffset(_ slot: Int) -> Int64 {
+            Int64(bytes.count + slot * EncryptedFileFormat.sizeSlotLength)
+        }
+
+        func slotOffset(chunk index: UInt64, slot: Int) -> Int64 {
+            dataStart + (2 * Int64(index) + Int64(slot)) * slotLength
+        }
+
+        /// Bytes on disk of a file of `count` chunks, both slots of the last one included.
+        func physicalLength(chunks count: UInt64) -> Int64 {
+            dataStart + 2 * Int64(count) * slotLength
+        }
+
+        func chunkCount(_ length: UInt64) -> UInt64 {
+            (length + UInt64(chunkSize) - 1) / UInt64(chunkSize)
         }
     }
 
     static func makeHeader(owner: Identity, keyID: ProtectionKeyID, salt: [UInt8], chunkSize: Int) throws(ProtectionError) -> Header {
         var bytes = EnvelopeFormat.fileMagic
-        bytes.append(EnvelopeFormat.version)
+        bytes.append(version)
         bytes.append(0)
         try EnvelopeFormat.appendOwner(owner, to: &bytes)
         bytes.append(contentsOf: keyID.bytes)
         bytes.append(contentsOf: salt)
         EnvelopeFormat.appendUInt32(UInt32(chunkSize), to: &bytes)
         return Header(owner: owner, keyID: keyID, salt: salt, chunkSize: chunkSize, bytes: bytes)
+    }
+
+    /// A new header for `owner` with a fresh salt and its current key.
+    static func newHeader(owner: Identity, key: ProtectionKey, chunkSize: Int) throws(ProtectionError) -> Header {
+        try makeHeader(owner: owner, keyID: key.id, salt: try ProtectionCrypto.randomBytes(saltLength), chunkSize: chunkSize)
     }
 
     /// Parses a header from the first bytes of a file. `nil`: not an encrypted file.
@@ -52,7 +91,7 @@ enum EncryptedFileFormat {
         case .full: break
         }
         var reader = ByteReader(prefix)
-        let (flags, owner) = try reader.commonHeader(magic: EnvelopeFormat.fileMagic)
+        let (flags, owner) = try reader.commonHeader(magic: EnvelopeFormat.fileMagic, version: version)
         guard flags == 0 else { throw .invalidEnvelope(reason: "reserved flag bits set (0x\(String(flags, radix: 16)))") }
         guard !owner.isUnmanaged else {
             throw .invalidIdentity(reason: "an encrypted file must name a managed owner, not the unmanaged identity")
@@ -68,111 +107,124 @@ enum EncryptedFileFormat {
             bytes: Array(UnsafeRawBufferPointer(rebasing: prefix[..<reader.offset])))
     }
 
-    /// Reads and parses the header at the start of `fd`, leaving the offset just after it. `nil` (offset
-    /// unspecified): not an encrypted file.
+    /// Reads and parses the header at the start of `fd`. `nil`: not an encrypted file.
     static func readHeader(_ fd: Int32, path: String) throws(ProtectionError) -> Header? {
-        guard lseek(fd, 0, SEEK_SET) == 0 else { throw POSIX.failure(path, "lseek") }
-        let prefix = try POSIX.readUpTo(fd, upTo: maximumHeaderLength, path: path)
-        guard let header = try withRawBytes(of: prefix, { (raw) throws(ProtectionError) in try parseHeader(raw) }) else {
-            return nil
-        }
-        guard lseek(fd, off_t(header.bytes.count), SEEK_SET) == off_t(header.bytes.count) else {
-            throw POSIX.failure(path, "lseek")
-        }
-        return header
+        let prefix = try POSIX.preadUpTo(fd, upTo: maximumHeaderLength, at: 0, path: path)
+        return try withRawBytes(of: prefix) { (raw) throws(ProtectionError) in try parseHeader(raw) }
     }
 
     static func fileKey(_ key: ProtectionKey, salt: [UInt8]) throws(ProtectionError) -> [UInt8] {
         try ProtectionCrypto.hkdfSHA256(key: key.material, salt: salt, info: info, count: ProtectionCrypto.keyLength)
     }
 
-    static func nonce(_ index: UInt64) -> [UInt8] {
-        var nonce: [UInt8] = [0, 0, 0, 0]
-        EnvelopeFormat.appendUInt64(index, to: &nonce)
-        return nonce
-    }
-
-    static func aad(_ header: Header, _ index: UInt64, final: Bool) -> [UInt8] {
+    static func aad(_ header: Header, index: UInt64, generation: UInt64, length: Int) -> [UInt8] {
         var aad = header.bytes
+        aad.reserveCapacity(header.bytes.count + 20)
         EnvelopeFormat.appendUInt64(index, to: &aad)
-        aad.append(final ? 1 : 0)
+        EnvelopeFormat.appendUInt64(generation, to: &aad)
+        EnvelopeFormat.appendUInt32(UInt32(length), to: &aad)
         return aad
     }
 
-    /// Encrypts everything `source` yields into `output` (header first).
+    /// A sealed record: `generation[8] nonce[12] length[4] ciphertext tag[16]`, with a fresh random nonce.
+    static func sealRecord(
+        _ plaintext: UnsafeRawBufferPointer, index: UInt64, generation: UInt64, header: Header, fileKey: [UInt8]
+    ) throws(ProtectionError) -> [UInt8] {
+        let nonce = try ProtectionCrypto.randomBytes(ProtectionCrypto.nonceLength)
+        var record: [UInt8] = []
+        record.reserveCapacity(plaintext.count + recordOverhead)
+        EnvelopeFormat.appendUInt64(generation, to: &record)
+        record.append(contentsOf: nonce)
+        EnvelopeFormat.appendUInt32(UInt32(plaintext.count), to: &record)
+        let aad = aad(header, index: index, generation: generation, length: plaintext.count)
+        try withRawBytes(of: aad) { (aad) throws(ProtectionError) in
+            try ProtectionCrypto.seal(key: fileKey, nonce: nonce, aad: aad, plaintext: plaintext, appendingTo: &record)
+        }
+        return record
+    }
+
+    /// The generation at the start of a slot; 0 for an empty slot (a hole reads as zeros) or one cut short.
+    static func generation(_ bytes: UnsafeRawBufferPointer) -> UInt64 {
+        guard bytes.count >= 8 else { return 0 }
+        var value: UInt64 = 0
+        for index in 0..<8 { value = value << 8 | UInt64(bytes[index]) }
+        return value
+    }
+
+    /// Opens a record read from a slot (it may carry stale bytes after its end), bound to `index`.
+    /// - Throws: 100 when the slot is empty, cut short or its length field is impossible; 102 when it does not
+    ///   authenticate.
+    static func openRecord(
+        _ slot: UnsafeRawBufferPointer, index: UInt64, header: Header, fileKey: [UInt8], maximumLength: Int
+    ) throws(ProtectionError) -> (generation: UInt64, plaintext: [UInt8]) {
+        var reader = ByteReader(slot)
+        let generation = try reader.uint64("record generation")
+        guard generation != 0 else { throw .invalidEnvelope(reason: "record \(index) is missing") }
+        let nonce = Array(try reader.bytes(ProtectionCrypto.nonceLength, "record nonce"))
+        let length = Int(try reader.uint32("record length"))
+        guard length <= maximumLength else {
+            throw .invalidEnvelope(reason: "record \(index) claims \(length) bytes; at most \(maximumLength) fit")
+        }
+        let ciphertext = try reader.bytes(length, "record \(index) ciphertext")
+        let tag = try reader.bytes(ProtectionCrypto.tagLength, "record \(index) tag")
+        let aad = aad(header, index: index, generation: generation, length: length)
+        let plaintext = try withRawBytes(of: aad) { (aad) throws(ProtectionError) -> [UInt8] in
+            try ProtectionCrypto.open(key: fileKey, nonce: nonce, aad: aad, ciphertext: ciphertext, tag: tag)
+        }
+        return (generation, plaintext)
+    }
+
+    /// Writes a complete encrypted file into `output`: the header, every chunk that `source` yields in slot 0
+    /// (generation 1), then the size record.
     static func encrypt(
         _ source: inout some PlaintextSource, header: Header, key: ProtectionKey, into output: AtomicFile
     ) throws(ProtectionError) {
         let fileKey = try fileKey(key, salt: header.salt)
-        try output.write(header.bytes)
-        var current = try source.read(upTo: header.chunkSize)
+        try POSIX.pwriteAll(output.fd, header.bytes, at: 0, path: output.temporaryPath)
         var index: UInt64 = 0
+        var length: UInt64 = 0
         while true {
-            let next = current.count < header.chunkSize ? [] : try source.read(upTo: header.chunkSize)
-            let final = next.isEmpty
-            var sealed: [UInt8] = []
-            sealed.reserveCapacity(current.count + ProtectionCrypto.tagLength)
-            let aad = aad(header, index, final: final)
-            try withRawBytes(of: aad) { (aad) throws(ProtectionError) in
-                try withRawBytes(of: current) { (plaintext) throws(ProtectionError) in
-                    try ProtectionCrypto.seal(key: fileKey, nonce: nonce(index), aad: aad, plaintext: plaintext, appendingTo: &sealed)
-                }
+            let piece = try source.read(upTo: header.chunkSize)
+            if piece.isEmpty { break }
+            guard length + UInt64(piece.count) <= maximumContentLength else {
+                throw .invalidOffset(path: output.path, offset: length + UInt64(piece.count))
             }
-            try output.write(sealed)
-            if final { return }
-            current = next
+            let record = try withRawBytes(of: piece) { (raw) throws(ProtectionError) in
+                try sealRecord(raw, index: index, generation: 1, header: header, fileKey: fileKey)
+            }
+            try POSIX.pwriteAll(output.fd, record, at: header.slotOffset(chunk: index, slot: 0), path: output.temporaryPath)
+            length += UInt64(piece.count)
             index += 1
+            if piece.count < header.chunkSize { break }
         }
+        try writeSizeRecord(length, generation: 1, slot: 0, fd: output.fd, path: output.temporaryPath, header: header, fileKey: fileKey)
     }
 
-    /// Yields authenticated plaintext chunks of an encrypted file, positioned after its header.
+    static func writeSizeRecord(
+        _ length: UInt64, generation: UInt64, slot: Int, fd: Int32, path: String, header: Header, fileKey: [UInt8]
+    ) throws(ProtectionError) {
+        var value: [UInt8] = []
+        EnvelopeFormat.appendUInt64(length, to: &value)
+        let record = try withRawBytes(of: value) { (raw) throws(ProtectionError) in
+            try sealRecord(raw, index: sizeRecordIndex, generation: generation, header: header, fileKey: fileKey)
+        }
+        try POSIX.pwriteAll(fd, record, at: header.sizeSlotOffset(slot), path: path)
+    }
+
+    /// Yields authenticated plaintext chunks of an encrypted file in order.
     struct Decryptor {
-        let fd: Int32
-        let path: String
-        let header: Header
-        let fileKey: [UInt8]
+        var store: EncryptedChunkStore
         private var index: UInt64 = 0
-        private var pending: [UInt8]?
-        private var finished = false
 
         init(fd: Int32, path: String, header: Header, key: ProtectionKey) throws(ProtectionError) {
-            self.fd = fd
-            self.path = path
-            self.header = header
-            self.fileKey = try EncryptedFileFormat.fileKey(key, salt: header.salt)
+            store = try EncryptedChunkStore(opening: fd, path: path, header: header, key: key, writable: false)
         }
 
-        /// The next chunk's plaintext, authenticated; `nil` after the final chunk.
+        /// The next chunk's plaintext, authenticated; `nil` after the last chunk.
         mutating func nextChunk() throws(ProtectionError) -> [UInt8]? {
-            if finished { return nil }
-            let recordLength = header.chunkSize + ProtectionCrypto.tagLength
-            let record: [UInt8]
-            if let pending {
-                record = pending
-            } else {
-                record = try POSIX.readUpTo(fd, upTo: recordLength, path: path)
-            }
-            guard record.count >= ProtectionCrypto.tagLength else {
-                throw .invalidEnvelope(reason: record.isEmpty
-                    ? "truncated: chunk \(index) missing"
-                    : "truncated: chunk \(index) is \(record.count) bytes, shorter than its tag")
-            }
-            let next = record.count < recordLength ? [] : try POSIX.readUpTo(fd, upTo: recordLength, path: path)
-            let final = next.isEmpty
-            let aad = EncryptedFileFormat.aad(header, index, final: final)
-            let split = record.count - ProtectionCrypto.tagLength
-            let plaintext = try withRawBytes(of: aad) { (aad) throws(ProtectionError) -> [UInt8] in
-                try withRawBytes(of: record) { (raw) throws(ProtectionError) -> [UInt8] in
-                    try ProtectionCrypto.open(
-                        key: fileKey, nonce: EncryptedFileFormat.nonce(index), aad: aad,
-                        ciphertext: UnsafeRawBufferPointer(rebasing: raw[..<split]),
-                        tag: UnsafeRawBufferPointer(rebasing: raw[split...]))
-                }
-            }
-            pending = final ? nil : next
-            finished = final
-            index += 1
-            return plaintext
+            guard index < store.header.chunkCount(store.length) else { return nil }
+            defer { index += 1 }
+            return try store.chunk(index)
         }
     }
 }

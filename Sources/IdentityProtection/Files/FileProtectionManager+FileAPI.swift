@@ -10,7 +10,8 @@ import Darwin
 
 extension FileProtectionManager {
     /// Creates or replaces the file at `path` with `contents`, atomically, owned by the caller's
-    /// `IdentityContext.effectiveFileIdentity` (no owner when that is `nil`).
+    /// `IdentityContext.effectiveFileIdentity`, with the enclosing directory's owner ranking between its thread
+    /// and process levels (``protect(directory:identity:)``); no owner when none of them exists.
     ///
     /// When the policy manages that identity and requires file encryption, the file is written encrypted.
     /// An existing file keeps its permission bits; a new one gets `0600` when encrypted, `0644` otherwise.
@@ -19,12 +20,12 @@ extension FileProtectionManager {
     ///   108 the file belongs to another account that may not be handed to the caller (replacing it is a
     ///   transfer, see ``protect(path:identity:)``); 109 an owner is blocked.
     public func writeFile(atPath path: String, contents: Data) throws(ProtectionError) {
-        let owner = IdentityContext.effectiveFileIdentity
+        let path = Paths.absolute(path)
+        let owner = try ownerForNewFile(at: path, explicit: nil)
         try creating(for: owner) { () throws(ProtectionError) in try write(contents, to: path, owner: owner) }
     }
 
     private func write(_ contents: Data, to path: String, owner: Identity?) throws(ProtectionError) {
-        let path = Paths.absolute(path)
         let previous = try destinationInfo(path)
         if let previous, !POSIX.isRegular(previous) { throw .fileNotFound(path: path) }
         if let previous {
@@ -38,9 +39,7 @@ extension FileProtectionManager {
             try owners.setOwner(owner, fd: output.fd, path: output.temporaryPath)
             if let owner, encrypt {
                 let key = try keyStore.currentKey(for: owner)
-                let header = try EncryptedFileFormat.makeHeader(
-                    owner: owner, keyID: key.id,
-                    salt: try ProtectionCrypto.randomBytes(EncryptedFileFormat.saltLength), chunkSize: chunkSize)
+                let header = try EncryptedFileFormat.newHeader(owner: owner, key: key, chunkSize: chunkSize)
                 var source = DataSource(data: contents)
                 try EncryptedFileFormat.encrypt(&source, header: header, key: key, into: output)
             } else {
@@ -73,72 +72,105 @@ extension FileProtectionManager {
         return result
     }
 
-    /// Opens the file at `path` with `options`. When the call creates the file, or truncates it, the file's
-    /// owner becomes the caller's `IdentityContext.effectiveFileIdentity` (no owner when that is `nil`).
+    /// Opens the file at `path` with `options` as a plain `FileHandle`, for files that are stored in the clear.
+    /// When the call creates the file, or truncates it, the file's owner becomes the caller's
+    /// `IdentityContext.effectiveFileIdentity`, with the enclosing directory's owner ranking between its thread
+    /// and process levels (``protect(directory:identity:)``); no owner when none of them exists.
     ///
     /// ```swift
     /// let handle = try files.openFile(atPath: path, options: [.write, .create, .truncate])
     /// defer { try? handle.close() }
     /// try handle.write(contentsOf: bytes)
     /// ```
-    /// > Warning: Bytes written through the handle are stored as written. Use ``writeFile(atPath:contents:)``,
-    /// > or ``encryptFile(path:for:)`` after closing, when the owner's files must be encrypted at rest.
-    /// The access check comes before the file is touched: opening an existing file is a read of its owner's
-    /// data by the caller's effective file identity; truncating it gives it to that identity (a transfer);
-    /// creating one creates data for that identity. A refused call leaves no file behind and empties none.
+    /// A plaintext handle is never handed out for a file that must be encrypted: a file that is encrypted, or
+    /// whose owner (the new owner, for a call that creates or truncates) is managed with file encryption
+    /// required, is refused with ``ProtectionError/encryptionRequired(path:)`` (110) before anything is
+    /// created, truncated or read. Open such files with ``openProtectedFile(atPath:options:owner:permissions:)``.
     /// - Parameter permissions: mode bits of a newly created file (before the process umask).
-    /// - Throws: 105 missing (without ``FileOpenOptions/create``) or a directory; 106 the OS refused; 108 the
-    ///   caller may not see the owner's data; 109 an owner is blocked.
+    /// The access check comes before the file is touched: opening an existing file is a read of its owner's
+    /// data by the caller's effective file identity; truncating it gives it to the new owner (a transfer, by a
+    /// caller that may see it); creating one creates data for the new owner. A refused call leaves no file
+    /// behind and empties none.
+    /// - Throws: 110 the file must be encrypted; 105 missing (without ``FileOpenOptions/create``) or a
+    ///   directory; 108 the caller may not see the owner's data; 109 an owner is blocked; 106 the OS refused.
     public func openFile(
         atPath path: String, options: FileOpenOptions, permissions: UInt16 = 0o644
     ) throws(ProtectionError) -> FileHandle {
         let path = Paths.absolute(path)
         var flags: Int32
-        let writes = options.contains(.write) || options.contains(.truncate) || options.contains(.append)
+        let writes = options.writes
         switch (options.contains(.read), writes) {
         case (_, false): flags = O_RDONLY
         case (false, true): flags = O_WRONLY
         case (true, true): flags = O_RDWR
         }
         if options.contains(.append) { flags |= O_APPEND }
-        if options.contains(.truncate) { flags |= O_TRUNC }
-        let caller = IdentityContext.effectiveFileIdentity
+        let replaces = options.contains(.create) || options.contains(.truncate)
+        let newOwner = replaces ? try ownerForNewFile(at: path, explicit: nil) : nil
         let existing = try destinationInfo(path)
         if let existing {
             guard POSIX.isRegular(existing) else { throw .fileNotFound(path: path) }
             let owner = try currentOwner(path: path, info: existing, header: try encryptedHeader(path))
             if options.contains(.truncate) {
-                try authorizeHandOver(of: owner, to: caller)
+                try authorizeHandOver(of: owner, to: newOwner)
             } else {
-                try policy.authorize(.read(reader: caller), to: owner)
+                try policy.authorize(.read(reader: IdentityContext.effectiveFileIdentity), to: owner)
             }
         } else if !options.contains(.create) {
             throw .fileNotFound(path: path)
         }
+        let newOwnerNeedsEncryption = newOwner.map(requiresEncryption) ?? false
+        if options.contains(.truncate) && newOwnerNeedsEncryption { throw .encryptionRequired(path: path) }
         let assignsOwner = existing == nil || options.contains(.truncate)
-        return try creating(for: assignsOwner ? caller : nil) { () throws(ProtectionError) -> FileHandle in
-            var created = false
-            let fd: Int32
-            if options.contains(.create) {
-                do throws(ProtectionError) {
-                    fd = try POSIX.openFile(path, flags | O_CREAT | O_EXCL, mode: mode_t(permissions))
-                    created = true
-                } catch let .ioFailure(_, _, code) where code == EEXIST && !options.contains(.exclusive) {
-                    fd = try POSIX.openFile(path, flags)
-                }
-            } else {
+        return try creating(for: assignsOwner ? newOwner : nil) { () throws(ProtectionError) -> FileHandle in
+            try open(path, flags: flags, options: options, permissions: permissions, newOwner: newOwner,
+                     newOwnerNeedsEncryption: newOwnerNeedsEncryption)
+        }
+    }
+
+    /// ``openFile(atPath:options:permissions:)`` once the access checks are done.
+    private func open(
+        _ path: String, flags: Int32, options: FileOpenOptions, permissions: UInt16, newOwner: Identity?,
+        newOwnerNeedsEncryption: Bool
+    ) throws(ProtectionError) -> FileHandle {
+        var created = false
+        let fd: Int32
+        if options.contains(.create) && !newOwnerNeedsEncryption {
+            do throws(ProtectionError) {
+                fd = try POSIX.openFile(path, flags | O_CREAT | O_EXCL, mode: mode_t(permissions))
+                created = true
+            } catch let .ioFailure(_, _, code) where code == EEXIST && !options.contains(.exclusive) {
                 fd = try POSIX.openFile(path, flags)
             }
-            do throws(ProtectionError) {
-                let info = try POSIX.fstatFD(fd, path: path)
-                guard POSIX.isRegular(info) else { throw ProtectionError.fileNotFound(path: path) }
-                if created || options.contains(.truncate) { try owners.setOwner(caller, fd: fd, path: path) }
-            } catch {
-                POSIX.closeFile(fd)
-                throw error
-            }
-            return FileHandle(fileDescriptor: fd, closeOnDealloc: true)
+        } else if options.contains(.create) {
+            // The new file would have to be encrypted: refuse unless it exists already (then it keeps its
+            // owner, checked below).
+            guard !options.contains(.exclusive), try destinationInfo(path) != nil else { throw .encryptionRequired(path: path) }
+            fd = try POSIX.openFile(path, flags)
+        } else {
+            fd = try POSIX.openFile(path, flags)
         }
+        do throws(ProtectionError) {
+            let info = try POSIX.fstatFD(fd, path: path)
+            guard POSIX.isRegular(info) else { throw ProtectionError.fileNotFound(path: path) }
+            if created || options.contains(.truncate) {
+                if options.contains(.truncate) { try POSIX.truncateFD(fd, to: 0, path: path) }
+                try owners.setOwner(newOwner, fd: fd, path: path)
+            } else {
+                if let header = try encryptedHeader(path) {
+                    try policy.authorize(.read(reader: IdentityContext.effectiveFileIdentity), to: header.owner)
+                    throw ProtectionError.encryptionRequired(path: path)
+                }
+                let owner = try owners.owner(path: path, info: info)
+                try policy.authorize(.read(reader: IdentityContext.effectiveFileIdentity), to: owner)
+                if let owner, requiresEncryption(owner) { throw ProtectionError.encryptionRequired(path: path) }
+            }
+        } catch {
+            POSIX.closeFile(fd)
+            if created { _ = unlink(path) }
+            throw error
+        }
+        return FileHandle(fileDescriptor: fd, closeOnDealloc: true)
     }
 }
 

@@ -12,10 +12,12 @@ extension FileProtectionManager {
     /// destroys the identity's keys, so protected data and copies of encrypted files elsewhere become
     /// unreadable too.
     ///
-    /// Files owned by anyone else, unowned files, directories and symbolic links are not touched; symbolic
+    /// Files owned by anyone else, unowned files, directories and symbolic links are not deleted; symbolic
     /// links are not followed, neither to files nor to directories, so nothing outside the roots is deleted.
-    /// An owner is the recorded owner, or for an encrypted file without one, the owner in its header.
-    /// Deletion goes on past a failure; the keys are destroyed in any case.
+    /// Directories owned by `identity` (``protect(directory:identity:)``) lose their owner, so nothing created
+    /// in them later is owned by the wiped account. An owner is the recorded owner, or for an encrypted file
+    /// without one, the owner in its header. Deletion goes on past a failure; the keys are destroyed in any
+    /// case.
     ///
     /// Writers racing the wipe: the removal first waits for every creation for `identity` that had passed
     /// the access check (``ManagedIdentityPolicy/refusal(of:to:)``), then deletes. A policy that refuses
@@ -48,7 +50,15 @@ extension FileProtectionManager {
         var removed: [Identity: [String]] = [:]
         var forgotten: [stat] = []
         var firstError: ProtectionError?
-        walkRoots { path, info in
+        walkRoots(directory: { path, info in
+            do throws(ProtectionError) {
+                guard let owner = try owners.owner(path: path, info: info), accounts.contains(owner) else { return }
+                try owners.setOwner(nil, path: path)
+            } catch {
+                if case .invalidIdentity = error { return }
+                if firstError == nil { firstError = error }
+            }
+        }) { path, info in
             do throws(ProtectionError) {
                 guard let owner = try owner(forWipeOf: path, info: info), accounts.contains(owner) else { return }
                 try POSIX.unlinkPath(path)
@@ -107,10 +117,13 @@ extension FileProtectionManager {
         if !pending.isEmpty { try removeFiles(ownedByAnyOf: pending) }
     }
 
-    private func walkRoots(_ visit: (String, stat) -> Void, onError: (ProtectionError) -> Void) {
+    private func walkRoots(
+        directory visitDirectory: (String, stat) -> Void = { _, _ in },
+        _ visit: (String, stat) -> Void, onError: (ProtectionError) -> Void
+    ) {
         var visited = Set<String>()
         for root in roots {
-            walk(root, visited: &visited, visit, onError: onError)
+            walk(root, visited: &visited, directory: visitDirectory, visit, onError: onError)
         }
     }
 
@@ -128,10 +141,10 @@ extension FileProtectionManager {
         }
     }
 
-    /// Visits every regular file under `directory` (not following symbolic links, not entering the state
-    /// directory).
+    /// Visits every directory (with `visitDirectory`) and every regular file (with `visit`) under `directory`,
+    /// not following symbolic links, not entering the state directory.
     private func walk(
-        _ directory: String, visited: inout Set<String>,
+        _ directory: String, visited: inout Set<String>, directory visitDirectory: (String, stat) -> Void,
         _ visit: (String, stat) -> Void, onError: (ProtectionError) -> Void
     ) {
         guard !visited.contains(directory), directory != stateDirectory else { return }
@@ -139,6 +152,7 @@ extension FileProtectionManager {
         let names: [String]
         do throws(ProtectionError) {
             guard let info = try POSIX.lstatPath(directory), POSIX.isDirectory(info) else { return }
+            visitDirectory(directory, info)
             names = try POSIX.directoryEntries(directory)
         } catch {
             return onError(error)
@@ -148,7 +162,7 @@ extension FileProtectionManager {
             do throws(ProtectionError) {
                 guard let info = try POSIX.lstatPath(path) else { continue }
                 if POSIX.isDirectory(info) {
-                    walk(path, visited: &visited, visit, onError: onError)
+                    walk(path, visited: &visited, directory: visitDirectory, visit, onError: onError)
                 } else if POSIX.isRegular(info) {
                     visit(path, info)
                 }

@@ -37,8 +37,10 @@ import Darwin
 /// directory. A crash leaves the old file or the new one; a failure leaves the original untouched. Large files
 /// are streamed in authenticated chunks (``chunkSize``).
 ///
-/// > Warning: Bytes written through a handle from ``openFile(atPath:options:permissions:)`` are stored as
-/// > written (in the clear); call ``encryptFile(path:for:)`` after closing it when encryption is required.
+/// ## Random access
+/// ``openProtectedFile(atPath:options:owner:permissions:)`` returns a ``ProtectedFile``: reads and writes at any
+/// offset, encrypted in authenticated chunks when required. ``openFile(atPath:options:permissions:)`` hands out
+/// a plain `FileHandle` only for files stored in the clear, and refuses (110) files that must be encrypted.
 ///
 /// Thread-safe: call it from any number of threads and tasks at once. Two writers of the *same* path race
 /// as they would with `rename(2)`: the last rename wins, and neither file is torn.
@@ -191,9 +193,7 @@ public final class FileProtectionManager: Sendable {
             return try owners.setOwner(owner, fd: fd, path: path)
         }
         let key = try keyStore.currentKey(for: owner)
-        let header = try EncryptedFileFormat.makeHeader(
-            owner: owner, keyID: key.id, salt: try ProtectionCrypto.randomBytes(EncryptedFileFormat.saltLength),
-            chunkSize: chunkSize)
+        let header = try EncryptedFileFormat.newHeader(owner: owner, key: key, chunkSize: chunkSize)
         var output = try AtomicFile(replacing: path, mode: info.st_mode & 0o7777)
         do throws(ProtectionError) {
             try owners.setOwner(owner, fd: output.fd, path: output.temporaryPath)

@@ -119,6 +119,56 @@ enum POSIX {
         }
     }
 
+    /// `pread(2)` of up to `count` bytes at `offset`, fewer only at end of file.
+    static func preadUpTo(_ fd: Int32, upTo count: Int, at offset: Int64, path: String) throws(ProtectionError) -> [UInt8] {
+        var buffer = [UInt8](repeating: 0, count: count)
+        let result: Result<Int, ProtectionError> = buffer.withUnsafeMutableBytes { raw in
+            do throws(ProtectionError) { return .success(try preadInto(fd, raw, at: offset, path: path)) } catch { return .failure(error) }
+        }
+        let filled = try result.get()
+        if filled < count { buffer.removeSubrange(filled...) }
+        return buffer
+    }
+
+    /// `pread(2)` filling `buffer` from `offset`; returns the bytes read (fewer only at end of file).
+    static func preadInto(_ fd: Int32, _ buffer: UnsafeMutableRawBufferPointer, at offset: Int64, path: String) throws(ProtectionError) -> Int {
+        var filled = 0
+        while filled < buffer.count {
+            let got = pread(fd, buffer.baseAddress! + filled, buffer.count - filled, off_t(offset) + off_t(filled))
+            if got < 0 {
+                if errno == EINTR { continue }
+                throw failure(path, "pread")
+            }
+            if got == 0 { break }
+            filled += got
+        }
+        return filled
+    }
+
+    /// `pwrite(2)` of every byte at `offset`, retrying on `EINTR` and short writes.
+    static func pwriteAll(_ fd: Int32, _ bytes: UnsafeRawBufferPointer, at offset: Int64, path: String) throws(ProtectionError) {
+        var done = 0
+        while done < bytes.count {
+            let written = pwrite(fd, bytes.baseAddress! + done, bytes.count - done, off_t(offset) + off_t(done))
+            if written < 0 {
+                if errno == EINTR { continue }
+                throw failure(path, "pwrite")
+            }
+            done += written
+        }
+    }
+
+    static func pwriteAll(_ fd: Int32, _ bytes: [UInt8], at offset: Int64, path: String) throws(ProtectionError) {
+        try withRawBytes(of: bytes) { (raw) throws(ProtectionError) in try pwriteAll(fd, raw, at: offset, path: path) }
+    }
+
+    static func truncateFD(_ fd: Int32, to length: Int64, path: String) throws(ProtectionError) {
+        while ftruncate(fd, off_t(length)) != 0 {
+            if errno == EINTR { continue }
+            throw failure(path, "ftruncate")
+        }
+    }
+
     static func fsyncFD(_ fd: Int32, path: String) throws(ProtectionError) {
         while fsync(fd) != 0 {
             if errno == EINTR { continue }

@@ -1,0 +1,48 @@
+// swift-tools-version:6.1
+import PackageDescription
+
+// Check-only package: builds IdentityProtection's CryptoKit branch on Linux against apple/swift-crypto (the
+// same API as CryptoKit) and runs the protection tests on it. The targets are the root package's own sources,
+// reached through symbolic links in Sources/ and Tests/; the root package keeps no package dependencies.
+//
+//     cd Checks/SwiftCrypto && swift test
+let strictSettings: [SwiftSetting] = [.enableUpcomingFeature("ExistentialAny")]
+
+let package = Package(
+    name: "IdentitySwiftCryptoCheck",
+    platforms: [.macOS(.v15)],
+    dependencies: [
+        .package(url: "https://github.com/apple/swift-crypto", from: "3.12.3"),
+    ],
+    targets: [
+        .target(name: "IdentityRuntime", swiftSettings: strictSettings),
+        // Still linked on Linux for <sys/xattr.h> (file owners); the crypto itself comes from swift-crypto.
+        .systemLibrary(name: "CIdentityCrypto", pkgConfig: "libcrypto", providers: [.apt(["libssl-dev"])]),
+        .target(
+            name: "IdentityProtection",
+            dependencies: [
+                "IdentityRuntime",
+                .product(name: "Crypto", package: "swift-crypto"),
+                .target(name: "CIdentityCrypto", condition: .when(platforms: [.linux])),
+            ],
+            swiftSettings: strictSettings + [.define("IDENTITY_SWIFT_CRYPTO")]
+        ),
+        .target(name: "IdentityTesting", dependencies: ["IdentityRuntime"], swiftSettings: strictSettings),
+        .executableTarget(
+            name: "identity-crash-child",
+            dependencies: ["IdentityRuntime", "IdentityProtection", "IdentityTesting"],
+            swiftSettings: strictSettings
+        ),
+        .testTarget(
+            name: "IdentityProtectionTests",
+            dependencies: ["IdentityProtection", "IdentityRuntime", "IdentityTesting"],
+            swiftSettings: strictSettings
+        ),
+        .testTarget(
+            name: "BackendTests",
+            dependencies: ["IdentityProtection"],
+            swiftSettings: strictSettings
+        ),
+    ],
+    swiftLanguageModes: [.v6]
+)

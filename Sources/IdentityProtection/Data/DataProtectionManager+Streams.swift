@@ -1,0 +1,216 @@
+import Foundation
+import IdentityRuntime
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Musl)
+import Musl
+#elseif canImport(Darwin)
+import Darwin
+#endif
+
+extension DataProtectionManager {
+    /// Protects a payload that arrives in pieces, for payloads larger than memory: the result yields the
+    /// protected-stream envelope (docs/protection.md, "Stream format") piece by piece as `source` is consumed.
+    ///
+    /// ```swift
+    /// let sealed = try manager.protect(upload.bytesInChunks, identity: "alice@contoso.com")
+    /// for try await piece in sealed { try output.write(piece) }
+    /// ```
+    /// Memory stays bounded whatever the size: the sequence holds at most one chunk (`chunkSize` bytes) plus
+    /// the piece `source` just yielded. For a managed owner the body is encrypted in authenticated records of
+    /// `chunkSize` bytes; otherwise the body follows the header in the clear.
+    ///
+    /// - Parameters:
+    ///   - identity: the owner; `nil` means the caller's `IdentityContext.effectiveFileIdentity` at this call,
+    ///     and if that is `nil` too, ``Identity/unmanaged``.
+    ///   - chunkSize: plaintext bytes per record, 1 byte ... 16 MiB.
+    /// - Throws: at the call, the policy's refusal to create data for the owner, 104 an owner too long, 100 a
+    ///   chunk size out of range, 103/107 key or crypto failures. While iterating: what `source` throws, 107.
+    public func protect<Source: AsyncSequence>(
+        _ source: Source, identity: Identity? = nil, chunkSize: Int = 64 * 1024
+    ) throws(ProtectionError) -> ProtectedByteStream<Source> where Source.Element: Sequence<UInt8> {
+        ProtectedByteStream(base: source, transform: .seal(try makeSealer(owner: identity, chunkSize: chunkSize)))
+    }
+
+    /// The plaintext of a protected stream that arrives in pieces, authenticated record by record: no byte of
+    /// a record is yielded before its tag verified. Input that is not a stream envelope is yielded unchanged.
+    ///
+    /// The reader is the caller's `IdentityContext.effectiveFileIdentity` at this call; the policy's access
+    /// check runs as soon as the header naming the owner has arrived, before any plaintext is yielded.
+    /// Memory stays bounded: at most one record plus the piece `source` just yielded.
+    /// > Warning: Bytes of earlier records have been yielded by the time a later record fails; a consumer
+    /// > that must not act on a partial payload writes to a temporary place until the sequence ends without
+    /// > an error (``unprotect(fileAtPath:toPath:)`` does that).
+    /// - Throws while iterating: what `source` throws; the policy's refusal; 100 malformed, truncated or
+    ///   trailing bytes; 101 version; 102 tampered, reordered or dropped record; 103 key missing; 104 owner
+    ///   field.
+    public func unprotect<Source: AsyncSequence>(
+        _ source: Source
+    ) -> ProtectedByteStream<Source> where Source.Element: Sequence<UInt8> {
+        ProtectedByteStream(base: source, transform: .open(makeOpener(reader: IdentityContext.effectiveFileIdentity)))
+    }
+
+    /// Protects the file at `sourcePath` into a protected-stream envelope at `destinationPath` (atomically:
+    /// temporary file, `fsync`, `rename`), reading and writing 1 MiB at a time.
+    /// - Parameter identity: the owner, as in ``protect(_:identity:chunkSize:)``.
+    /// - Throws: 105 no regular file at `sourcePath`; the policy's refusal; 106 the OS refused (the destination
+    ///   is then untouched); 103/104/107 as for data.
+    public func protect(
+        fileAtPath sourcePath: String, toPath destinationPath: String, identity: Identity? = nil,
+        chunkSize: Int = 64 * 1024
+    ) throws(ProtectionError) {
+        var sealer = try makeSealer(owner: identity, chunkSize: chunkSize)
+        try transformFile(sourcePath, to: destinationPath) { (piece) throws(ProtectionError) in
+            guard let piece else { return try sealer.finish() }
+            return try sealer.append(piece)
+        }
+    }
+
+    /// Writes the plaintext of the protected stream at `sourcePath` to `destinationPath`, atomically: the
+    /// destination appears only when every record authenticated. A file that is not a stream envelope is
+    /// copied unchanged.
+    /// - Throws: 105 no regular file at `sourcePath`; the policy's refusal for this reader; 100...104 as for
+    ///   ``unprotect(_:)-(Source)``; 106 the OS refused. The destination is untouched on any error.
+    public func unprotect(fileAtPath sourcePath: String, toPath destinationPath: String) throws(ProtectionError) {
+        var opener = makeOpener(reader: IdentityContext.effectiveFileIdentity)
+        try transformFile(sourcePath, to: destinationPath) { (piece) throws(ProtectionError) in
+            guard let piece else { return try opener.finish() }
+            return try opener.append(piece)
+        }
+    }
+
+    // MARK: Internals
+
+    func makeSealer(owner identity: Identity?, chunkSize: Int) throws(ProtectionError) -> StreamSealer {
+        guard (EncryptedFileFormat.minimumChunkSize...EncryptedFileFormat.maximumChunkSize).contains(chunkSize) else {
+            throw .invalidEnvelope(reason: "chunk size \(chunkSize) outside 1...\(EncryptedFileFormat.maximumChunkSize)")
+        }
+        let owner = identity ?? IdentityContext.effectiveFileIdentity ?? .unmanaged
+        try policy.authorize(.create, to: owner)
+        let key = isManaged(owner) ? try keyStore.currentKey(for: owner) : nil
+        return try StreamSealer(header: try StreamFormat.makeHeader(owner: owner, key: key, chunkSize: chunkSize), key: key)
+    }
+
+    func makeOpener(reader: Identity?) -> StreamOpener {
+        let policy = policy
+        let keyStore = keyStore
+        return StreamOpener { (header) throws(ProtectionError) -> ProtectionKey? in
+            try policy.authorize(.read(reader: reader), to: header.owner)
+            guard let keyID = header.keyID else { return nil }
+            return try keyStore.key(withID: keyID, for: header.owner)
+        }
+    }
+
+    private func transformFile(
+        _ sourcePath: String, to destinationPath: String,
+        _ transform: (UnsafeRawBufferPointer?) throws(ProtectionError) -> [UInt8]
+    ) throws(ProtectionError) {
+        let source = Paths.absolute(sourcePath)
+        let destination = Paths.absolute(destinationPath)
+        guard let info = try POSIX.statPath(source), POSIX.isRegular(info) else { throw .fileNotFound(path: source) }
+        let fd = try POSIX.openFile(source, O_RDONLY)
+        defer { POSIX.closeFile(fd) }
+        var output = try AtomicFile(replacing: destination, mode: 0o600)
+        do throws(ProtectionError) {
+            var buffer = [UInt8](repeating: 0, count: 1 << 20)
+            var offset: Int64 = 0
+            while true {
+                let result: Result<Int, ProtectionError> = buffer.withUnsafeMutableBytes { raw in
+                    do throws(ProtectionError) {
+                        return .success(try POSIX.preadInto(fd, raw, at: offset, path: source))
+                    } catch { return .failure(error) }
+                }
+                let count = try result.get()
+                if count == 0 { break }
+                offset += Int64(count)
+                let piece = try withRawBytes(of: buffer) { (raw) throws(ProtectionError) in
+                    try transform(UnsafeRawBufferPointer(rebasing: raw[..<count]))
+                }
+                try output.write(piece)
+            }
+            try output.write(try transform(nil))
+            try output.commit()
+        } catch {
+            output.discard()
+            throw error
+        }
+    }
+}
+
+/// The result of streamed ``DataProtectionManager/protect(_:identity:chunkSize:)`` and
+/// ``DataProtectionManager/unprotect(_:)-(Source)``: an `AsyncSequence` of byte pieces, produced as the base
+/// sequence is consumed (nothing runs before iteration starts). Each iterator works on its own copy of the
+/// state: iterate once.
+public struct ProtectedByteStream<Base: AsyncSequence>: AsyncSequence where Base.Element: Sequence<UInt8> {
+    public typealias Element = [UInt8]
+    public typealias Failure = any Error
+
+    /// A sealer or an opener, mutated in place (no copy of its buffer per piece).
+    struct Transform: Sendable {
+        var sealer: StreamSealer?
+        var opener: StreamOpener?
+
+        static func seal(_ sealer: StreamSealer) -> Transform { Transform(sealer: sealer, opener: nil) }
+        static func open(_ opener: StreamOpener) -> Transform { Transform(sealer: nil, opener: opener) }
+
+        mutating func append(_ bytes: UnsafeRawBufferPointer) throws(ProtectionError) -> [UInt8] {
+            if sealer != nil { return try sealer!.append(bytes) }
+            return try opener!.append(bytes)
+        }
+
+        mutating func finish() throws(ProtectionError) -> [UInt8] {
+            if sealer != nil { return try sealer!.finish() }
+            return try opener!.finish()
+        }
+    }
+
+    let base: Base
+    let transform: Transform
+
+    /// Produces the pieces.
+    public struct AsyncIterator: AsyncIteratorProtocol {
+        var base: Base.AsyncIterator
+        var transform: Transform
+        var finished = false
+
+        /// The next piece; `nil` at the end.
+        public mutating func next() async throws -> [UInt8]? {
+            while !finished {
+                if let piece = try await base.next() {
+                    let output = try Self.feed(piece, into: &transform)
+                    if !output.isEmpty { return output }
+                } else {
+                    finished = true
+                    let output = try transform.finish()
+                    if !output.isEmpty { return output }
+                }
+            }
+            return nil
+        }
+
+        private static func feed(_ piece: Base.Element, into transform: inout Transform) throws -> [UInt8] {
+            if let output = try piece.withContiguousStorageIfAvailable({ buffer in
+                try transform.append(UnsafeRawBufferPointer(buffer))
+            }) {
+                return output
+            }
+            let copy = Array(piece)
+            return try withRawBytes(of: copy) { (raw) throws(ProtectionError) in try transform.append(raw) }
+        }
+    }
+
+    public func makeAsyncIterator() -> AsyncIterator {
+        AsyncIterator(base: base.makeAsyncIterator(), transform: transform)
+    }
+}
+
+extension ProtectedByteStream {
+    /// Every piece concatenated (for payloads that fit in memory).
+    public func collect() async throws -> [UInt8] {
+        var result: [UInt8] = []
+        for try await piece in self { result.append(contentsOf: piece) }
+        return result
+    }
+}
+
+extension ProtectedByteStream: Sendable where Base: Sendable {}

@@ -1,0 +1,72 @@
+import IdentityRuntime
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Musl)
+import Musl
+#elseif canImport(Darwin)
+import Darwin
+#endif
+
+extension FileProtectionManager {
+    /// Gives the directory at `path` an owner: files created inside it (at any depth, up to the protected root
+    /// that contains it) by a thread or task that has no thread identity of its own get this owner.
+    ///
+    /// Precedence for the owner of a new file, first match wins:
+    /// 1. an owner passed explicitly (``openProtectedFile(atPath:options:owner:permissions:)``);
+    /// 2. the creating thread's or task's own identity (`IdentityContext.currentThreadIdentity`, including
+    ///    ``Identity/unmanaged`` when it was set to `""`);
+    /// 3. the owner of the nearest enclosing directory that has one, searching from the file's directory up to
+    ///    the protected root containing it (only the file's own directory when it is under no root);
+    /// 4. the process identity (`IdentityContext.processIdentity`);
+    /// 5. none.
+    ///
+    /// So a directory owner outranks the process-wide default but never a thread that works for an account:
+    /// `effectiveFileIdentity` with the directory owner slotted in between its two levels.
+    ///
+    /// Existing files inside are not changed; a directory owner does not encrypt anything by itself.
+    /// - Parameter identity: the owner; `nil` means the caller's `IdentityContext.effectiveFileIdentity`, and if
+    ///   that is `nil` too, the directory's owner is removed.
+    /// - Throws: 105 no directory at `path`; the policy's refusal when `identity` may not get new data; 106 the
+    ///   OS refused.
+    public func protect(directory path: String, identity: Identity? = nil) throws(ProtectionError) {
+        let owner = identity ?? IdentityContext.effectiveFileIdentity
+        try policy.authorize(.create, to: owner)
+        let path = Paths.absolute(path)
+        guard let info = try POSIX.statPath(path), POSIX.isDirectory(info) else { throw .fileNotFound(path: path) }
+        let fd = try POSIX.openFile(path, O_RDONLY | O_DIRECTORY)
+        defer { POSIX.closeFile(fd) }
+        try owners.setOwner(owner, fd: fd, path: path)
+    }
+
+    /// The owner given to the directory at `path` with ``protect(directory:identity:)``, or `nil`.
+    /// - Throws: 105 no directory at `path`; 104 an unreadable recorded owner; 106 the OS refused.
+    public func owner(ofDirectory path: String) throws(ProtectionError) -> Identity? {
+        let path = Paths.absolute(path)
+        guard let info = try POSIX.statPath(path), POSIX.isDirectory(info) else { throw .fileNotFound(path: path) }
+        return try owners.owner(path: path, info: info)
+    }
+
+    /// The owner a file created at `path` now gets (see ``protect(directory:identity:)`` for the precedence).
+    func ownerForNewFile(at path: String, explicit: Identity?) throws(ProtectionError) -> Identity? {
+        if let explicit { return explicit }
+        if let identity = IdentityContext.currentThreadIdentity { return identity }
+        if let inherited = try inheritedOwner(forFileAt: path) { return inherited }
+        return IdentityContext.effectiveFileIdentity
+    }
+
+    /// The owner of the nearest enclosing directory that has one (see ``protect(directory:identity:)``).
+    func inheritedOwner(forFileAt path: String) throws(ProtectionError) -> Identity? {
+        let root = roots.filter { Paths.isWithin(path, root: $0) }.max { $0.count < $1.count }
+        var directory = Paths.parent(path)
+        while true {
+            if let info = try POSIX.statPath(directory), POSIX.isDirectory(info),
+               let owner = try owners.owner(path: directory, info: info) {
+                return owner
+            }
+            guard let root, directory != root, Paths.isWithin(directory, root: root) else { return nil }
+            let parent = Paths.parent(directory)
+            if parent == directory { return nil }
+            directory = parent
+        }
+    }
+}

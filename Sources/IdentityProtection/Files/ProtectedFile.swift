@@ -1,0 +1,402 @@
+import Foundation
+import IdentityRuntime
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Musl)
+import Musl
+#elseif canImport(Darwin)
+import Darwin
+#endif
+
+/// A file opened for random-access reads and writes, encrypted at rest in authenticated chunks when its
+/// owner's policy requires it, and in the clear otherwise (the analog of the Intune App SDK's
+/// `IntuneMAMFile`).
+///
+/// ```swift
+/// let file = try files.openProtectedFile(atPath: "/var/lib/app/documents/ledger.db",
+///                                        options: [.read, .write, .create])   // owner: the effective
+/// defer { try? file.close() }                                                  // file identity
+/// try file.write(header, at: 0)
+/// try file.write(entry)                  // at the current offset, which moves past it
+/// let page = try file.read(at: 4096, upToCount: 4096)
+/// try file.synchronize()                 // durable from here on, even across a power loss
+/// ```
+///
+/// ## Owner and encryption
+/// A file created, or opened with ``FileOpenOptions/truncate``, gets the owner passed to the initializer, or
+/// else the caller's thread identity, or else the owner of the directory it is created in, or else the process
+/// identity (the precedence is spelled out at ``FileProtectionManager/protect(directory:identity:)``). When that owner is managed and its policy
+/// requires file encryption, the file is written in the encrypted-file format (the same format
+/// ``FileProtectionManager/encryptFile(path:for:)`` writes, so each reads the other's files); otherwise it is
+/// a plain file with the owner recorded. An existing encrypted file stays encrypted. An existing plain file
+/// whose owner requires encryption is encrypted in place (atomically) before a handle that writes is handed
+/// out; a plaintext handle is never handed out for such a file.
+///
+/// Every open goes through the policy's access check: creating or truncating is refused when the owner may not
+/// get new data, opening an existing file is refused when the caller's effective file identity may not read
+/// the owner's data (``ManagedIdentityPolicy/refusal(of:to:)``), before any byte is read.
+///
+/// ## Format and integrity
+/// Content is stored in chunks of ``FileProtectionManager/chunkSize`` bytes, each sealed with AES-256-GCM
+/// under a key derived for this file, with a fresh random nonce on every write, and bound to its file and
+/// position. Reading a chunk that was moved from another file or position, a tail cut off, or a chunk torn by a
+/// crash is a ``ProtectionError`` (100 or 102), never wrong bytes. Rewriting a chunk writes the new record into
+/// the chunk's other slot, so a crash mid-write leaves its previous content readable.
+///
+/// ## Durability
+/// After ``synchronize()`` returns, everything written before it survives a crash or power loss. After a
+/// process crash (SIGKILL) every completed write is kept too; a write in progress leaves each chunk at its old
+/// or its new content. See docs/protection.md, "Crash consistency".
+///
+/// ## Threads
+/// A handle is safe to use from several threads and tasks at once: every operation takes the handle's lock, so
+/// operations on one handle run one at a time, each as a whole. ``read(upToCount:)`` and ``write(_:)-(Data)``
+/// use and move the shared current offset; ``read(at:upToCount:)`` and ``write(_:at:)-(Data,_)`` do not touch
+/// it. Many handles on many files work in parallel. Open a file for writing through one handle at a time: two
+/// writing handles on one file do not coordinate.
+///
+/// Closing is explicit (``close()``); a handle that is deallocated open closes its descriptor.
+public final class ProtectedFile: Sendable {
+    /// The absolute path the file was opened at.
+    public let path: String
+    /// The file's owner (`nil`: none).
+    public let owner: Identity?
+    /// Whether the content is stored encrypted.
+    public let isEncrypted: Bool
+    /// Whether the handle was opened for writing.
+    public let isWritable: Bool
+    /// Whether the handle was opened for reading.
+    public let isReadable: Bool
+    /// Whether every write goes to the end of the file (``FileOpenOptions/append``).
+    public let appends: Bool
+
+    private struct State: Sendable {
+        var fd: Int32?
+        var store: EncryptedChunkStore?
+        var offset: UInt64 = 0
+    }
+
+    private let state: LockedValue<State>
+
+    /// Opens or creates the file at `path` through `manager` (see ``FileProtectionManager/openProtectedFile(atPath:options:owner:permissions:)``).
+    public convenience init(
+        atPath path: String, options: FileOpenOptions = [.read, .write], owner: Identity? = nil,
+        permissions: UInt16 = 0o600, manager: FileProtectionManager
+    ) throws(ProtectionError) {
+        let opened = try ProtectedFile.open(manager: manager, path: Paths.absolute(path), options: options, owner: owner, permissions: permissions)
+        self.init(path: opened.path, owner: opened.owner, fd: opened.fd, store: opened.store, options: options)
+    }
+
+    private init(path: String, owner: Identity?, fd: Int32, store: EncryptedChunkStore?, options: FileOpenOptions) {
+        self.path = path
+        self.owner = owner
+        self.isEncrypted = store != nil
+        self.isWritable = options.writes
+        self.isReadable = options.contains(.read) || !options.writes
+        self.appends = options.contains(.append)
+        self.state = LockedValue(State(fd: fd, store: store))
+    }
+
+    deinit {
+        state.withLock { state in
+            if let fd = state.fd { POSIX.closeFile(fd) }
+            state.fd = nil
+        }
+    }
+
+    // MARK: Reading
+
+    /// Reads up to `count` bytes at the current offset and moves the offset past them; fewer only at the end
+    /// of the file, none at or past it.
+    /// - Throws: 111 closed; 106 not open for reading or the OS failed; 100/102 a damaged or tampered chunk.
+    public func read(upToCount count: Int) throws(ProtectionError) -> [UInt8] {
+        try state.withLock { (state: inout State) throws(ProtectionError) -> [UInt8] in
+            let bytes = try read(&state, at: state.offset, count: count)
+            state.offset += UInt64(bytes.count)
+            return bytes
+        }
+    }
+
+    /// Reads up to `count` bytes at `offset` without moving the current offset (`pread(2)`).
+    /// - Throws: as ``read(upToCount:)``.
+    public func read(at offset: UInt64, upToCount count: Int) throws(ProtectionError) -> [UInt8] {
+        try state.withLock { (state: inout State) throws(ProtectionError) -> [UInt8] in
+            try read(&state, at: offset, count: count)
+        }
+    }
+
+    /// Everything from the current offset to the end, moving the offset to the end.
+    public func readToEnd() throws(ProtectionError) -> [UInt8] {
+        try state.withLock { (state: inout State) throws(ProtectionError) -> [UInt8] in
+            let size = try size(&state)
+            guard state.offset < size else { return [] }
+            let bytes = try read(&state, at: state.offset, count: Int(size - state.offset))
+            state.offset += UInt64(bytes.count)
+            return bytes
+        }
+    }
+
+    // MARK: Writing
+
+    /// Writes `bytes` at the current offset (at the end with ``FileOpenOptions/append``) and moves the offset
+    /// past them. Writing past the end fills the gap with zeros.
+    /// - Throws: 111 closed; 106 not open for writing or the OS failed; 112 beyond the format's reach;
+    ///   100/102 a damaged chunk that the write only partly covers.
+    public func write(_ bytes: UnsafeRawBufferPointer) throws(ProtectionError) {
+        try state.withLock { (state: inout State) throws(ProtectionError) in
+            let offset = appends ? try size(&state) : state.offset
+            try write(&state, bytes, at: offset)
+            state.offset = offset + UInt64(bytes.count)
+        }
+    }
+
+    /// Writes `bytes` at the current offset; see ``write(_:)-(UnsafeRawBufferPointer)``.
+    public func write(_ bytes: [UInt8]) throws(ProtectionError) {
+        try withRawBytes(of: bytes) { (raw) throws(ProtectionError) in try write(raw) }
+    }
+
+    /// Writes `data` at the current offset; see ``write(_:)-(UnsafeRawBufferPointer)``.
+    public func write(_ data: Data) throws(ProtectionError) {
+        try withRawBytes(of: data) { (raw) throws(ProtectionError) in try write(raw) }
+    }
+
+    /// Writes `bytes` at `offset` without moving the current offset (`pwrite(2)`; with
+    /// ``FileOpenOptions/append`` too). Writing past the end fills the gap with zeros.
+    /// - Throws: as ``write(_:)-(UnsafeRawBufferPointer)``.
+    public func write(_ bytes: UnsafeRawBufferPointer, at offset: UInt64) throws(ProtectionError) {
+        try state.withLock { (state: inout State) throws(ProtectionError) in
+            try write(&state, bytes, at: offset)
+        }
+    }
+
+    /// Writes `bytes` at `offset`; see ``write(_:at:)-(UnsafeRawBufferPointer,_)``.
+    public func write(_ bytes: [UInt8], at offset: UInt64) throws(ProtectionError) {
+        try withRawBytes(of: bytes) { (raw) throws(ProtectionError) in try write(raw, at: offset) }
+    }
+
+    /// Writes `data` at `offset`; see ``write(_:at:)-(UnsafeRawBufferPointer,_)``.
+    public func write(_ data: Data, at offset: UInt64) throws(ProtectionError) {
+        try withRawBytes(of: data) { (raw) throws(ProtectionError) in try write(raw, at: offset) }
+    }
+
+    // MARK: Offset, size, durability
+
+    /// The current offset used by ``read(upToCount:)`` and ``write(_:)-(Data)``.
+    public var offset: UInt64 {
+        state.withLock { $0.offset }
+    }
+
+    /// Moves the current offset; past the end is allowed (a later write fills the gap with zeros).
+    /// - Throws: 111 closed.
+    public func seek(to offset: UInt64) throws(ProtectionError) {
+        try state.withLock { (state: inout State) throws(ProtectionError) in
+            guard state.fd != nil else { throw .fileClosed(path: path) }
+            state.offset = offset
+        }
+    }
+
+    /// Moves the current offset to the end of the file and returns it.
+    /// - Throws: 111 closed; 106 the OS failed.
+    @discardableResult
+    public func seekToEnd() throws(ProtectionError) -> UInt64 {
+        try state.withLock { (state: inout State) throws(ProtectionError) -> UInt64 in
+            state.offset = try size(&state)
+            return state.offset
+        }
+    }
+
+    /// The length of the content in bytes (for an encrypted file, the authenticated plaintext length).
+    /// - Throws: 111 closed; 106 the OS failed.
+    public func size() throws(ProtectionError) -> UInt64 {
+        try state.withLock { (state: inout State) throws(ProtectionError) -> UInt64 in try size(&state) }
+    }
+
+    /// Cuts the content to `length` bytes, or extends it with zeros. The current offset is unchanged.
+    /// - Throws: 111 closed; 106 not open for writing or the OS failed; 112 beyond the format's reach.
+    public func truncate(to length: UInt64) throws(ProtectionError) {
+        try state.withLock { (state: inout State) throws(ProtectionError) in
+            let fd = try writableFD(state)
+            if state.store != nil {
+                try state.store!.truncate(to: length)
+            } else {
+                guard length <= UInt64(Int64.max) else { throw .invalidOffset(path: path, offset: length) }
+                try POSIX.truncateFD(fd, to: Int64(length), path: path)
+            }
+        }
+    }
+
+    /// Makes every write so far durable (`fsync(2)`).
+    /// - Throws: 111 closed; 106 the OS failed.
+    public func synchronize() throws(ProtectionError) {
+        try state.withLock { (state: inout State) throws(ProtectionError) in
+            guard let fd = state.fd else { throw .fileClosed(path: path) }
+            try POSIX.fsyncFD(fd, path: path)
+        }
+    }
+
+    /// Closes the handle. Writes are not synchronized by closing; call ``synchronize()`` first when they must
+    /// be durable. Closing twice is allowed.
+    public func close() throws(ProtectionError) {
+        state.withLock { state in
+            if let fd = state.fd { POSIX.closeFile(fd) }
+            state.fd = nil
+            state.store = nil
+        }
+    }
+
+    // MARK: Internals
+
+    private func read(_ state: inout State, at offset: UInt64, count: Int) throws(ProtectionError) -> [UInt8] {
+        guard let fd = state.fd else { throw .fileClosed(path: path) }
+        guard isReadable else { throw .ioFailure(path: path, operation: "read (not opened for reading)", errno: EBADF) }
+        guard count > 0 else { return [] }
+        if state.store != nil {
+            var output: [UInt8] = []
+            output.reserveCapacity(min(count, 1 << 24))
+            try state.store!.read(at: offset, count: count, into: &output)
+            return output
+        }
+        guard offset <= UInt64(Int64.max) else { return [] }
+        return try POSIX.preadUpTo(fd, upTo: count, at: Int64(offset), path: path)
+    }
+
+    private func write(_ state: inout State, _ bytes: UnsafeRawBufferPointer, at offset: UInt64) throws(ProtectionError) {
+        let fd = try writableFD(state)
+        if state.store != nil { return try state.store!.write(bytes, at: offset) }
+        let (end, overflow) = offset.addingReportingOverflow(UInt64(bytes.count))
+        guard !overflow, end <= UInt64(Int64.max) else { throw .invalidOffset(path: path, offset: offset) }
+        try POSIX.pwriteAll(fd, bytes, at: Int64(offset), path: path)
+    }
+
+    private func size(_ state: inout State) throws(ProtectionError) -> UInt64 {
+        guard let fd = state.fd else { throw .fileClosed(path: path) }
+        if let store = state.store { return store.length }
+        return UInt64(try POSIX.fstatFD(fd, path: path).st_size)
+    }
+
+    private func writableFD(_ state: State) throws(ProtectionError) -> Int32 {
+        guard let fd = state.fd else { throw .fileClosed(path: path) }
+        guard isWritable else { throw .ioFailure(path: path, operation: "write (not opened for writing)", errno: EBADF) }
+        return fd
+    }
+
+    private struct Opened {
+        let path: String
+        let owner: Identity?
+        let fd: Int32
+        let store: EncryptedChunkStore?
+    }
+
+    private static func open(
+        manager: FileProtectionManager, path: String, options: FileOpenOptions, owner explicitOwner: Identity?,
+        permissions: UInt16
+    ) throws(ProtectionError) -> Opened {
+        let writes = options.writes
+        // Encrypted writes read the chunks they partly overwrite: a writing handle is always read-write.
+        let flags = writes ? O_RDWR : O_RDONLY
+        let replaces = options.contains(.create) || options.contains(.truncate)
+        let newOwner = replaces ? try manager.ownerForNewFile(at: path, explicit: explicitOwner) : nil
+        // The checks come before the file is touched (as for `openFile`): truncating another owner's file
+        // hands it to the new owner; reads are checked below, once the header is read.
+        let existing = try manager.destinationInfo(path)
+        if let existing {
+            guard POSIX.isRegular(existing) else { throw .fileNotFound(path: path) }
+            if options.contains(.truncate) {
+                let owner = try manager.currentOwner(path: path, info: existing, header: try manager.encryptedHeader(path))
+                try manager.authorizeHandOver(of: owner, to: newOwner)
+            }
+        } else if !options.contains(.create) {
+            throw .fileNotFound(path: path)
+        }
+        let assignsOwner = existing == nil || options.contains(.truncate)
+        return try manager.creating(for: assignsOwner ? newOwner : nil) { () throws(ProtectionError) -> Opened in
+            try openChecked(manager: manager, path: path, flags: flags, options: options, newOwner: newOwner, permissions: permissions, writes: writes)
+        }
+    }
+
+    /// ``open(manager:path:options:owner:permissions:)`` once the checks that come before the file is touched
+    /// are done; reads are checked here, once the owner is known.
+    private static func openChecked(
+        manager: FileProtectionManager, path: String, flags: Int32, options: FileOpenOptions, newOwner: Identity?,
+        permissions: UInt16, writes: Bool
+    ) throws(ProtectionError) -> Opened {
+        var created = false
+        let fd: Int32
+        if options.contains(.create) {
+            do throws(ProtectionError) {
+                fd = try POSIX.openFile(path, flags | O_CREAT | O_EXCL, mode: mode_t(permissions))
+                created = true
+            } catch let .ioFailure(_, _, code) where code == EEXIST && !options.contains(.exclusive) {
+                fd = try POSIX.openFile(path, flags)
+            }
+        } else {
+            fd = try POSIX.openFile(path, flags)
+        }
+        var closed = false
+        do throws(ProtectionError) {
+            let info = try POSIX.fstatFD(fd, path: path)
+            guard POSIX.isRegular(info) else { throw ProtectionError.fileNotFound(path: path) }
+            if created || options.contains(.truncate) {
+                if !created { try POSIX.truncateFD(fd, to: 0, path: path) }
+                try manager.owners.setOwner(newOwner, fd: fd, path: path)
+                guard let newOwner, manager.requiresEncryption(newOwner) else {
+                    return Opened(path: path, owner: newOwner, fd: fd, store: nil)
+                }
+                let key = try manager.keyStore.currentKey(for: newOwner)
+                let header = try EncryptedFileFormat.newHeader(owner: newOwner, key: key, chunkSize: manager.chunkSize)
+                let store = try EncryptedChunkStore(creating: fd, path: path, header: header, key: key)
+                return Opened(path: path, owner: newOwner, fd: fd, store: store)
+            }
+            let reader = IdentityContext.effectiveFileIdentity
+            if let header = try EncryptedFileFormat.readHeader(fd, path: path) {
+                try manager.policy.authorize(.read(reader: reader), to: header.owner)
+                let key = try manager.keyStore.key(withID: header.keyID, for: header.owner)
+                let store = try EncryptedChunkStore(opening: fd, path: path, header: header, key: key, writable: writes)
+                return Opened(path: path, owner: header.owner, fd: fd, store: store)
+            }
+            let owner = try manager.owners.owner(path: path, info: info)
+            try manager.policy.authorize(.read(reader: reader), to: owner)
+            if writes, let owner, manager.requiresEncryption(owner) {
+                // Never a plaintext handle that writes a file that must be encrypted: encrypt it first.
+                POSIX.closeFile(fd)
+                closed = true
+                try manager.encryptFile(path: path, for: owner)
+                return try open(manager: manager, path: path, options: options.subtracting([.create, .truncate, .exclusive]), owner: nil, permissions: permissions)
+            }
+            return Opened(path: path, owner: owner, fd: fd, store: nil)
+        } catch {
+            if !closed { POSIX.closeFile(fd) }
+            if created { _ = unlink(path) }
+            throw error
+        }
+    }
+}
+
+extension FileOpenOptions {
+    /// Whether a handle opened with these options writes.
+    var writes: Bool {
+        contains(.write) || contains(.truncate) || contains(.append)
+    }
+}
+
+extension FileProtectionManager {
+    /// Opens or creates the file at `path` as a ``ProtectedFile``: random-access reads and writes, encrypted
+    /// at rest in authenticated chunks when the owner's policy requires it.
+    ///
+    /// - Parameters:
+    ///   - options: ``FileOpenOptions/read``, ``FileOpenOptions/write``, ``FileOpenOptions/create``,
+    ///     ``FileOpenOptions/truncate``, ``FileOpenOptions/exclusive``, ``FileOpenOptions/append``.
+    ///   - owner: the owner of a file this call creates or truncates; `nil` means the caller's thread
+    ///     identity, else the enclosing directory's owner, else the process identity (see
+    ///     ``protect(directory:identity:)``). Ignored when an existing file is opened without truncation.
+    ///   - permissions: mode bits of a newly created file (before the process umask).
+    /// - Throws: 105 missing (without ``FileOpenOptions/create``) or not a regular file; the policy's refusal
+    ///   (for example 108 `accessDenied`) for an owner the caller may not create or read data for; 100...104
+    ///   a damaged encrypted file or a missing key; 106 the OS refused.
+    public func openProtectedFile(
+        atPath path: String, options: FileOpenOptions = [.read, .write], owner: Identity? = nil,
+        permissions: UInt16 = 0o600
+    ) throws(ProtectionError) -> ProtectedFile {
+        try ProtectedFile(atPath: path, options: options, owner: owner, permissions: permissions, manager: self)
+    }
+}
