@@ -1,6 +1,9 @@
 #if canImport(CryptoKit)
 import CryptoKit
-#elseif canImport(CIdentityCrypto)
+#elseif IDENTITY_SWIFT_CRYPTO
+// The CryptoKit branch compiled against apple/swift-crypto (the same API): see Checks/SwiftCrypto.
+import Crypto
+#else
 import CIdentityCrypto
 #endif
 
@@ -14,7 +17,7 @@ public struct AssertionSigningKey: Sendable {
 
     /// A new random key.
     public init() throws(ProtectionError) {
-        #if canImport(CryptoKit)
+        #if canImport(CryptoKit) || IDENTITY_SWIFT_CRYPTO
         let key = Curve25519.Signing.PrivateKey()
         rawRepresentation = Array(key.rawRepresentation)
         publicKey = try AssertionVerificationKey(rawRepresentation: Array(key.publicKey.rawRepresentation))
@@ -36,7 +39,7 @@ public struct AssertionSigningKey: Sendable {
             throw .invalidIdentity(reason: "an Ed25519 private key is 32 bytes, not \(rawRepresentation.count)")
         }
         self.rawRepresentation = rawRepresentation
-        #if canImport(CryptoKit)
+        #if canImport(CryptoKit) || IDENTITY_SWIFT_CRYPTO
         do {
             let key = try Curve25519.Signing.PrivateKey(rawRepresentation: rawRepresentation)
             publicKey = try AssertionVerificationKey(rawRepresentation: Array(key.publicKey.rawRepresentation))
@@ -56,7 +59,7 @@ public struct AssertionSigningKey: Sendable {
 
     /// The 64-byte Ed25519 signature of `message`.
     public func signature(of message: [UInt8]) throws(ProtectionError) -> [UInt8] {
-        #if canImport(CryptoKit)
+        #if canImport(CryptoKit) || IDENTITY_SWIFT_CRYPTO
         do {
             return Array(try Curve25519.Signing.PrivateKey(rawRepresentation: rawRepresentation).signature(for: message))
         } catch {
@@ -89,7 +92,7 @@ public struct AssertionVerificationKey: Sendable, Hashable {
     /// library, the floor of ``IdentityAssertionVerifier/verify(_:)``.
     public func isValidSignature(_ signature: [UInt8], of message: [UInt8]) throws(ProtectionError) -> Bool {
         guard signature.count == 64 else { return false }
-        #if canImport(CryptoKit)
+        #if canImport(CryptoKit) || IDENTITY_SWIFT_CRYPTO
         guard let key = try? Curve25519.Signing.PublicKey(rawRepresentation: rawRepresentation) else { return false }
         return key.isValidSignature(signature, for: message)
         #else
