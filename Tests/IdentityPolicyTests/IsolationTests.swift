@@ -136,7 +136,7 @@ struct IsolationTests {
     func reowning() throws {
         let f = try IsolationFixture()
         let path = try f.write("a.txt", as: alice, "contoso data")
-        try IdentityContext.withThreadIdentity(alice) {
+        IdentityContext.withThreadIdentity(alice) {
             #expect(throws: ProtectionError.accessDenied(identity: alice, reader: carol)) { try f.files.protect(path: path, identity: carol) }
             #expect(throws: ProtectionError.accessDenied(identity: alice, reader: carol)) { try f.files.encryptFile(path: path, for: carol) }
         }

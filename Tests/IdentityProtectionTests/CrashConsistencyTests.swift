@@ -78,12 +78,13 @@ struct CrashConsistencyTests {
             stateDirectory: f.directory + "/state", ownerStorage: storage, chunkSize: chunkSize)
     }
 
-    /// Removes temporary files a killed atomic write left behind (`.NAME.idp-*.tmp`).
-    static func removeTemporaryFiles(_ f: Fixture) {
+    /// Removes the temporary files a killed atomic write left behind (`.NAME.idp-*.tmp`) with the manager's
+    /// own sweep, and checks that none is left.
+    static func removeTemporaryFiles(_ files: FileProtectionManager, _ f: Fixture) throws {
+        try files.removeInterruptedWrites(olderThan: 0)
         for directory in [f.root, f.directory + "/state"] {
-            for name in (try? FileManager.default.contentsOfDirectory(atPath: directory)) ?? [] where name.hasSuffix(".tmp") {
-                try? FileManager.default.removeItem(atPath: directory + "/" + name)
-            }
+            let left = ((try? FileManager.default.contentsOfDirectory(atPath: directory)) ?? []).filter { $0.hasSuffix(".tmp") }
+            #expect(left.isEmpty, "temporary files left in \(directory): \(left)")
         }
     }
 
@@ -190,7 +191,7 @@ struct CrashConsistencyTests {
                     base = ([], alice, true)
                 }
             }
-            Self.removeTemporaryFiles(f)
+            try Self.removeTemporaryFiles(files, f)
         }
         print("crash harness, \(mode.rawValue): \(Self.kills) kills, \(killsInFlight) during an operation, \(steps) operations completed, \(unreadableChunks) unreadable chunks")
         #expect(steps > 0, "the child never completed a step before being killed")

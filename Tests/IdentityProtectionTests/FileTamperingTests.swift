@@ -150,14 +150,17 @@ struct FileTamperingTests {
         #expect(Array(try f.files.readFile(atPath: path)) == original)
     }
 
-    @Test("unknown version: 101; absurd chunk size: 100")
+    @Test("unknown version: 101; relabeled version: 100/102; absurd chunk size: 100")
     func versionAndChunkSize() {
         var damaged = encrypted
         damaged[8] = 9
         expectRejected(damaged, codes: [101])
+        damaged[8] = 0
+        expectRejected(damaged, codes: [101])
+        // Version 1 is still read (LegacyFormatTests): a version 2 file relabeled 1 does not authenticate.
         var oldVersion = encrypted
         oldVersion[8] = 1
-        expectRejected(oldVersion, codes: [101])
+        expectRejected(oldVersion, codes: [100, 102])
         var chunkSize = encrypted
         for i in headerLength - 4..<headerLength { chunkSize[i] = 0xFF }
         expectRejected(chunkSize, codes: [100])

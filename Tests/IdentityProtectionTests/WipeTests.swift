@@ -64,3 +64,35 @@ struct WipeTests {
         #expect(FileManager.default.fileExists(atPath: f.path("x")))
     }
 }
+
+@Suite("FileProtectionManager: temporary files of interrupted atomic writes")
+struct InterruptedWriteTests {
+    @Test("abandoned temporary files go, ones being written (locked) or too recent stay, other files stay")
+    func sweep() throws {
+        let f = try Fixture()
+        try FileManager.default.createDirectory(atPath: f.path("sub"), withIntermediateDirectories: true)
+        let abandoned = [f.path(".a.txt.idp-1x2y.tmp"), f.path("sub/.b.bin.idp-zz.tmp"), f.directory + "/state/.owners.index.idp-q.tmp"]
+        let locked = f.path(".c.txt.idp-live.tmp")
+        let recent = f.path(".d.txt.idp-new.tmp")
+        let others = [f.path("e.tmp"), f.path(".f.idp-x.txt"), f.path("g.txt")]
+        let old = Date(timeIntervalSinceNow: -3600)
+        for path in abandoned + [locked] + others { writeRaw([1, 2, 3], to: path) }
+        try f.files.protect(path: abandoned[0], identity: alice)
+        #expect(try f.files.ownersUnderRoots() == [alice])
+        for path in abandoned + [locked] + others {
+            try FileManager.default.setAttributes([.modificationDate: old], ofItemAtPath: path)
+        }
+        writeRaw([4], to: recent)
+        let fd = open(locked, O_RDONLY)
+        #expect(fd >= 0)
+        defer { close(fd) }
+        #expect(flock(fd, LOCK_EX | LOCK_NB) == 0)
+
+        let removed = try f.files.removeInterruptedWrites(olderThan: 60)
+        #expect(removed == abandoned.sorted())
+        for path in abandoned { #expect(!FileManager.default.fileExists(atPath: path)) }
+        for path in [locked, recent] + others { #expect(FileManager.default.fileExists(atPath: path), "\(path)") }
+        #expect(try f.files.ownersUnderRoots().isEmpty, "the removed file's owner is forgotten")
+        #expect(try f.files.removeInterruptedWrites(olderThan: 0) == [recent])
+    }
+}

@@ -1,5 +1,7 @@
 // Writes the seed corpora of the fuzz targets into Corpus/<target>/ (run from the Fuzz directory:
-// `swift run make-seeds`). The seeds are committed; rerun after a format change.
+// `swift run make-seeds`). The seeds are committed; rerun after a format change. The `legacy-v1-*` seeds of
+// FuzzEncryptedFile are encrypted files of format version 1 (read, never written since version 2), written
+// with the same fixed key by a build before format version 2; this program leaves them as they are.
 import Foundation
 import FuzzSupport
 import IdentityProtection

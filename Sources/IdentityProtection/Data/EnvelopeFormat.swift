@@ -102,15 +102,24 @@ struct ByteReader {
 
     /// The common prefix of both formats: magic (already matched), version, flags, owner.
     mutating func commonHeader(magic: [UInt8], version expected: UInt8 = EnvelopeFormat.version) throws(ProtectionError) -> (flags: UInt8, owner: Identity) {
+        let (_, flags, owner) = try commonHeader(magic: magic, versions: expected...expected)
+        return (flags, owner)
+    }
+
+    /// The fields every header starts with, for a format that reads several `versions`.
+    /// - Throws: 101 a version outside `versions`; 100 truncated; 104 a bad owner field.
+    mutating func commonHeader(
+        magic: [UInt8], versions: ClosedRange<UInt8>
+    ) throws(ProtectionError) -> (version: UInt8, flags: UInt8, owner: Identity) {
         _ = try bytes(magic.count, "magic")
         let version = try uint8("version")
-        guard version == expected else { throw .unsupportedVersion(version) }
+        guard versions.contains(version) else { throw .unsupportedVersion(version) }
         let flags = try uint8("flags")
         let ownerLength = Int(try uint16("owner length"))
         guard ownerLength <= EnvelopeFormat.maximumOwnerLength else {
             throw .invalidIdentity(reason: "owner field is \(ownerLength) bytes; at most \(EnvelopeFormat.maximumOwnerLength) are allowed")
         }
         let owner = try EnvelopeFormat.decodeOwner(try bytes(ownerLength, "owner"))
-        return (flags, owner)
+        return (version, flags, owner)
     }
 }

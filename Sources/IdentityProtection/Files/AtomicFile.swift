@@ -9,7 +9,16 @@ import Darwin
 /// Crash-safe replacement of a file: write a temporary file next to it, `fsync` it, `rename` it over the
 /// target, `fsync` the directory. A crash leaves the old file or the new one, never a torn one; a failure
 /// removes the temporary file and leaves the target untouched.
+///
+/// The temporary file is named `.NAME.idp-RANDOM.tmp` and its writer holds an exclusive `flock` on it until
+/// it is renamed or removed, so ``FileProtectionManager/removeInterruptedWrites(olderThan:)`` tells one that
+/// a killed process left behind (no lock) from one being written (locked).
 struct AtomicFile {
+    /// Whether `name` is the name of a temporary file of an atomic write.
+    static func isTemporaryName(_ name: String) -> Bool {
+        name.hasPrefix(".") && name.hasSuffix(".tmp") && name.contains(".idp-")
+    }
+
     let path: String
     let temporaryPath: String
     let fd: Int32
@@ -36,6 +45,8 @@ struct AtomicFile {
         }
         // The umask may have narrowed the mode; make it exact.
         _ = fchmod(fd, mode)
+        // Marks the file as being written; nobody else has it open yet (O_EXCL), so this cannot block.
+        _ = flock(fd, LOCK_EX | LOCK_NB)
     }
 
     func write(_ bytes: [UInt8]) throws(ProtectionError) {
@@ -47,14 +58,17 @@ struct AtomicFile {
     }
 
     /// Makes the new content durable and moves it over the target.
+    /// The file stays open (and locked) until it is renamed, so a sweep never takes it for an abandoned one.
     mutating func commit() throws(ProtectionError) {
         do throws(ProtectionError) {
             try POSIX.fsyncFD(fd, path: temporaryPath)
+            try POSIX.renamePath(temporaryPath, path)
             POSIX.closeFile(fd)
             finished = true
-            try POSIX.renamePath(temporaryPath, path)
         } catch {
             _ = unlink(temporaryPath)
+            POSIX.closeFile(fd)
+            finished = true
             throw error
         }
         try POSIX.fsyncDirectory(Paths.parent(path))
@@ -62,9 +76,10 @@ struct AtomicFile {
 
     /// Abandons the new content; the target is untouched.
     mutating func discard() {
-        if !finished { POSIX.closeFile(fd) }
-        finished = true
+        guard !finished else { return }
         _ = unlink(temporaryPath)
+        POSIX.closeFile(fd)
+        finished = true
     }
 
     /// Writes `bytes` to `path` atomically.

@@ -8,7 +8,8 @@ import Darwin
 
 /// Random access to the content of an encrypted file (format version 2, see ``EncryptedFileFormat``):
 /// authenticated chunk reads, and writes that put every rewritten chunk into its other slot with the next
-/// generation and a fresh nonce.
+/// generation and a fresh nonce. Files of version 1 are read through the same calls and never written:
+/// opening one authenticates its final chunk, which proves the length; a write throws 101.
 ///
 /// Write order, which gives the crash guarantees in docs/protection.md: chunk records first, then the size
 /// record when the length grows; the size record first, then `ftruncate` when it shrinks. A crash (SIGKILL)
@@ -57,6 +58,8 @@ struct EncryptedChunkStore: Sendable {
     private var cachedPlaintext: [UInt8] = []
     /// Whether slots past the last chunk are known to be absent (so a new chunk may start at generation 1).
     private var tailIsClean: Bool
+    /// Version 1 files: how many chunk records the file holds (at least one; the last is the final one).
+    private var legacyRecordCount: UInt64 = 0
 
     var chunkSize: Int { header.chunkSize }
 
@@ -65,7 +68,7 @@ struct EncryptedChunkStore: Sendable {
         self.fd = fd
         self.path = path
         self.header = header
-        self.fileKey = try EncryptedFileFormat.fileKey(key, salt: header.salt)
+        self.fileKey = try EncryptedFileFormat.fileKey(key, header: header)
         self.writable = true
         self.length = 0
         self.sizeSlots = SlotState(generation0: 1, generation1: 0, valid: 0)
@@ -83,8 +86,14 @@ struct EncryptedChunkStore: Sendable {
         self.header = header
         self.writable = writable
         self.tailIsClean = false
-        let fileKey = try EncryptedFileFormat.fileKey(key, salt: header.salt)
+        let fileKey = try EncryptedFileFormat.fileKey(key, header: header)
         self.fileKey = fileKey
+        if header.isLegacy {
+            self.sizeSlots = SlotState(generation0: 0, generation1: 0, valid: nil)
+            self.length = 0
+            try openLegacy()
+            return
+        }
         let area = try POSIX.preadUpTo(fd, upTo: 2 * EncryptedFileFormat.sizeSlotLength, at: header.sizeSlotOffset(0), path: path)
         var best: (slot: Int, generation: UInt64, length: UInt64)?
         var lastError: ProtectionError?
@@ -119,12 +128,51 @@ struct EncryptedChunkStore: Sendable {
         self.sizeSlots = SlotState(generation0: generations[0], generation1: generations[1], valid: best.slot)
     }
 
+    /// Version 1: counts the chunk records from the file's size and authenticates the last one as the final
+    /// chunk, which proves the content length (a file cut at a record boundary fails here, as its new last
+    /// record was not sealed as final).
+    /// - Throws: 100 the file is cut inside the header or a tag; 102 the last record is not the final chunk.
+    private mutating func openLegacy() throws(ProtectionError) {
+        let size = Int64(try POSIX.fstatFD(fd, path: path).st_size)
+        let body = size - Int64(header.bytes.count)
+        guard body > 0 else { throw .invalidEnvelope(reason: "truncated: chunk 0 missing") }
+        let recordLength = header.legacyRecordLength
+        let count = UInt64((body + recordLength - 1) / recordLength)
+        let last = count - 1
+        let offset = header.legacyRecordOffset(last)
+        let record = try POSIX.preadUpTo(fd, upTo: Int(size - offset), at: offset, path: path)
+        let plaintext = try withRawBytes(of: record) { (raw) throws(ProtectionError) in
+            try EncryptedFileFormat.openLegacyRecord(raw, index: last, final: true, header: header, fileKey: fileKey)
+        }
+        legacyRecordCount = count
+        length = last * UInt64(chunkSize) + UInt64(plaintext.count)
+        cachedIndex = last
+        cachedPlaintext = plaintext
+    }
+
+    /// Version 1: chunk `index` (< the record count), authenticated at its index and finality.
+    private mutating func legacyChunk(_ index: UInt64) throws(ProtectionError) -> [UInt8] {
+        let final = index == legacyRecordCount - 1
+        let record = try POSIX.preadUpTo(
+            fd, upTo: Int(header.legacyRecordLength), at: header.legacyRecordOffset(index), path: path)
+        let plaintext = try withRawBytes(of: record) { (raw) throws(ProtectionError) in
+            try EncryptedFileFormat.openLegacyRecord(raw, index: index, final: final, header: header, fileKey: fileKey)
+        }
+        guard final || plaintext.count == chunkSize else {
+            throw .invalidEnvelope(reason: "chunk \(index) holds \(plaintext.count) bytes; a chunk before the last holds \(chunkSize)")
+        }
+        cachedIndex = index
+        cachedPlaintext = plaintext
+        return plaintext
+    }
+
     // MARK: Reading
 
     /// The plaintext of chunk `index` (< the chunk count), authenticated, exactly as long as the content
     /// there.
     mutating func chunk(_ index: UInt64) throws(ProtectionError) -> [UInt8] {
         if cachedIndex == index { return cachedPlaintext }
+        if header.isLegacy { return try legacyChunk(index) }
         let chunkStart = index * UInt64(chunkSize)
         let expected = Int(min(UInt64(chunkSize), length - chunkStart))
         let slotLength = Int(header.slotLength)
@@ -179,6 +227,7 @@ struct EncryptedChunkStore: Sendable {
     /// Writes `bytes` at `offset`; a gap between the end of the content and `offset` reads as zeros.
     mutating func write(_ bytes: UnsafeRawBufferPointer, at offset: UInt64) throws(ProtectionError) {
         guard !bytes.isEmpty else { return }
+        guard !header.isLegacy else { throw .unsupportedVersion(header.version) }
         let (end, overflow) = offset.addingReportingOverflow(UInt64(bytes.count))
         guard !overflow, end <= EncryptedFileFormat.maximumContentLength else {
             throw .invalidOffset(path: path, offset: offset)
@@ -190,6 +239,7 @@ struct EncryptedChunkStore: Sendable {
     mutating func truncate(to newLength: UInt64) throws(ProtectionError) {
         guard newLength <= EncryptedFileFormat.maximumContentLength else { throw .invalidOffset(path: path, offset: newLength) }
         if newLength == length { return }
+        guard !header.isLegacy else { throw .unsupportedVersion(header.version) }
         if newLength > length {
             return try apply(UnsafeRawBufferPointer(start: nil, count: 0), at: newLength, end: newLength)
         }

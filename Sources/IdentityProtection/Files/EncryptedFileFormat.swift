@@ -18,10 +18,20 @@ import IdentityRuntime
 /// by a crash leaves the previous record readable. The reader takes the valid record with the highest
 /// generation. A record moved to another file or position, a tail cut off below the authenticated size, and a
 /// torn record fail with a typed error; they never yield plaintext.
+///
+/// Version 1, written by earlier builds, is still read (never written): the same header with version 1, then
+/// chunk i as `ciphertext[chunkSize] tag[16]` back to back (the last one shorter), sealed with the file key of
+/// info "IdentityProtection file v1", nonce `00 00 00 00 ‖ UInt64be(i)` and associated data
+/// `header ‖ UInt64be(i) ‖ final (01 or 00)`. Reads go through ``EncryptedChunkStore`` like version 2; the
+/// first write re-encrypts the file into version 2 (``FileProtectionManager/encryptFile(path:for:)``).
 enum EncryptedFileFormat {
+    /// The version written.
     static let version: UInt8 = 2
+    /// The versions read.
+    static let readableVersions: ClosedRange<UInt8> = 1...2
+    /// The earlier layout: chunks back to back, deterministic nonces, no slots and no size record.
+    static let legacyVersion: UInt8 = 1
     static let saltLength = 32
-    static let info = Array("IdentityProtection file v2".utf8)
     static let minimumChunkSize = 1
     static let maximumChunkSize = 16 << 20
     /// Generation, nonce, length, tag.
@@ -36,6 +46,7 @@ enum EncryptedFileFormat {
     static let maximumHeaderLength = 8 + 1 + 1 + 2 + EnvelopeFormat.maximumOwnerLength + 16 + saltLength + 4
 
     struct Header: Sendable {
+        let version: UInt8
         let owner: Identity
         let keyID: ProtectionKeyID
         let salt: [UInt8]
@@ -43,7 +54,18 @@ enum EncryptedFileFormat {
         let bytes: [UInt8]
 
         var info: ProtectionInfo {
-            ProtectionInfo(owner: owner, isEncrypted: true, keyID: keyID, formatVersion: EncryptedFileFormat.version)
+            ProtectionInfo(owner: owner, isEncrypted: true, keyID: keyID, formatVersion: version)
+        }
+
+        /// Whether the file has the version 1 layout (read only).
+        var isLegacy: Bool { version == EncryptedFileFormat.legacyVersion }
+
+        /// Version 1: bytes of a full chunk record (ciphertext and tag).
+        var legacyRecordLength: Int64 { Int64(chunkSize + ProtectionCrypto.tagLength) }
+
+        /// Version 1: where chunk `index` starts.
+        func legacyRecordOffset(_ index: UInt64) -> Int64 {
+            Int64(bytes.count) + Int64(index) * legacyRecordLength
         }
 
         var slotLength: Int64 { Int64(chunkSize + EncryptedFileFormat.recordOverhead) }
@@ -75,7 +97,7 @@ enum EncryptedFileFormat {
         bytes.append(contentsOf: keyID.bytes)
         bytes.append(contentsOf: salt)
         EnvelopeFormat.appendUInt32(UInt32(chunkSize), to: &bytes)
-        return Header(owner: owner, keyID: keyID, salt: salt, chunkSize: chunkSize, bytes: bytes)
+        return Header(version: version, owner: owner, keyID: keyID, salt: salt, chunkSize: chunkSize, bytes: bytes)
     }
 
     /// A new header for `owner` with a fresh salt and its current key.
@@ -91,7 +113,7 @@ enum EncryptedFileFormat {
         case .full: break
         }
         var reader = ByteReader(prefix)
-        let (flags, owner) = try reader.commonHeader(magic: EnvelopeFormat.fileMagic, version: version)
+        let (version, flags, owner) = try reader.commonHeader(magic: EnvelopeFormat.fileMagic, versions: readableVersions)
         guard flags == 0 else { throw .invalidEnvelope(reason: "reserved flag bits set (0x\(String(flags, radix: 16)))") }
         guard !owner.isUnmanaged else {
             throw .invalidIdentity(reason: "an encrypted file must name a managed owner, not the unmanaged identity")
@@ -103,7 +125,7 @@ enum EncryptedFileFormat {
             throw .invalidEnvelope(reason: "chunk size \(chunkSize) outside \(minimumChunkSize)...\(maximumChunkSize)")
         }
         return Header(
-            owner: owner, keyID: keyID, salt: salt, chunkSize: chunkSize,
+            version: version, owner: owner, keyID: keyID, salt: salt, chunkSize: chunkSize,
             bytes: Array(UnsafeRawBufferPointer(rebasing: prefix[..<reader.offset])))
     }
 
@@ -113,8 +135,34 @@ enum EncryptedFileFormat {
         return try withRawBytes(of: prefix) { (raw) throws(ProtectionError) in try parseHeader(raw) }
     }
 
-    static func fileKey(_ key: ProtectionKey, salt: [UInt8]) throws(ProtectionError) -> [UInt8] {
-        try ProtectionCrypto.hkdfSHA256(key: key.material, salt: salt, info: info, count: ProtectionCrypto.keyLength)
+    /// The key of one file: derived from the owner's key and the file's salt, with the info of its version.
+    static func fileKey(_ key: ProtectionKey, header: Header) throws(ProtectionError) -> [UInt8] {
+        let info = Array("IdentityProtection file v\(header.version)".utf8)
+        return try ProtectionCrypto.hkdfSHA256(key: key.material, salt: header.salt, info: info, count: ProtectionCrypto.keyLength)
+    }
+
+    /// Version 1: opens chunk `index` of a file from its record (ciphertext and tag, nothing after).
+    /// - Throws: 100 a record shorter than its tag; 102 it does not authenticate at that index and finality.
+    static func openLegacyRecord(
+        _ record: UnsafeRawBufferPointer, index: UInt64, final: Bool, header: Header, fileKey: [UInt8]
+    ) throws(ProtectionError) -> [UInt8] {
+        guard record.count >= ProtectionCrypto.tagLength else {
+            throw .invalidEnvelope(reason: record.isEmpty
+                ? "truncated: chunk \(index) missing"
+                : "truncated: chunk \(index) is \(record.count) bytes, shorter than its tag")
+        }
+        var nonce: [UInt8] = [0, 0, 0, 0]
+        EnvelopeFormat.appendUInt64(index, to: &nonce)
+        var aad = header.bytes
+        EnvelopeFormat.appendUInt64(index, to: &aad)
+        aad.append(final ? 1 : 0)
+        let split = record.count - ProtectionCrypto.tagLength
+        return try withRawBytes(of: aad) { (aad) throws(ProtectionError) -> [UInt8] in
+            try ProtectionCrypto.open(
+                key: fileKey, nonce: nonce, aad: aad,
+                ciphertext: UnsafeRawBufferPointer(rebasing: record[..<split]),
+                tag: UnsafeRawBufferPointer(rebasing: record[split...]))
+        }
     }
 
     static func aad(_ header: Header, index: UInt64, generation: UInt64, length: Int) -> [UInt8] {
@@ -179,7 +227,7 @@ enum EncryptedFileFormat {
     static func encrypt(
         _ source: inout some PlaintextSource, header: Header, key: ProtectionKey, into output: AtomicFile
     ) throws(ProtectionError) {
-        let fileKey = try fileKey(key, salt: header.salt)
+        let fileKey = try fileKey(key, header: header)
         try POSIX.pwriteAll(output.fd, header.bytes, at: 0, path: output.temporaryPath)
         var index: UInt64 = 0
         var length: UInt64 = 0

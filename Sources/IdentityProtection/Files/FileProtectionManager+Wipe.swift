@@ -111,6 +111,57 @@ extension FileProtectionManager {
         return found
     }
 
+    /// Deletes the temporary files (`.NAME.idp-RANDOM.tmp`) that atomic writes of a killed process left under
+    /// the protected roots and in the state directory, and forgets their recorded owners. Call it at start,
+    /// after a crash; the targets of those writes were never touched (they hold the old content).
+    ///
+    /// A temporary file still being written, by this process or another one sharing the roots, is left alone:
+    /// its writer holds an exclusive `flock` on it until it renames it, and only files nobody holds that lock
+    /// on and that were last modified at least `minimumAge` seconds ago are deleted (the age covers the moment
+    /// between a writer creating its file and locking it). Symbolic links are not followed.
+    /// - Parameter minimumAge: seconds since a temporary file's last change before it counts as abandoned.
+    /// - Returns: the absolute paths deleted, sorted.
+    /// - Throws: the first failure to read a directory or delete a file, after everything else was done.
+    @discardableResult
+    public func removeInterruptedWrites(olderThan minimumAge: Double = 60) throws(ProtectionError) -> [String] {
+        var removed: [String] = []
+        var forgotten: [stat] = []
+        var firstError: ProtectionError?
+        let now = Double(time(nil))
+        func sweep(_ path: String, _ info: stat) {
+            guard AtomicFile.isTemporaryName(Paths.lastComponent(path)) else { return }
+            guard now - Double(info.st_mtim.tv_sec) >= minimumAge else { return }
+            do throws(ProtectionError) {
+                let fd = try POSIX.openFile(path, O_RDONLY | O_NOFOLLOW)
+                defer { POSIX.closeFile(fd) }
+                // A writer holds the lock until its rename: taking it means nobody is writing this file.
+                guard flock(fd, LOCK_EX | LOCK_NB) == 0 else { return }
+                try POSIX.unlinkPath(path)
+                removed.append(path)
+                forgotten.append(info)
+            } catch {
+                if case .fileNotFound = error { return }
+                if firstError == nil { firstError = error }
+            }
+        }
+        walkRoots(sweep) { error in
+            if firstError == nil { firstError = error }
+        }
+        do throws(ProtectionError) {
+            for name in try POSIX.directoryEntries(stateDirectory) {
+                let path = Paths.join(stateDirectory, name)
+                if let info = try POSIX.lstatPath(path), POSIX.isRegular(info) { sweep(path, info) }
+            }
+        } catch {
+            if firstError == nil { firstError = error }
+        }
+        do throws(ProtectionError) { try owners.forget(forgotten) } catch {
+            if firstError == nil { firstError = error }
+        }
+        if let firstError { throw firstError }
+        return removed.sorted()
+    }
+
     /// Finishes the removals a crash cut short (see ``removeFiles(ownedBy:)``).
     func finishInterruptedRemovals() throws(ProtectionError) {
         let pending = try journal.pending()

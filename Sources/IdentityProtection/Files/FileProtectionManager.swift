@@ -165,7 +165,8 @@ public final class FileProtectionManager: Sendable {
     /// Encrypts the regular file at `path` in place, atomically, for `identity`, and makes it its owner.
     ///
     /// - Parameter identity: the owner; `nil` means the caller's `IdentityContext.effectiveFileIdentity`.
-    /// A file already encrypted for `identity` is left as it is; one encrypted for another identity is
+    /// A file already encrypted for `identity` is left as it is, unless it is in an earlier encrypted-file
+    /// format (version 1), which is rewritten in the current one; one encrypted for another identity is
     /// re-encrypted (authenticated while it is read). A file of another account is a transfer between them
     /// (see ``protect(path:identity:)``).
     /// - Throws: 104 the identity is missing, unmanaged or not managed by the policy; 105 no regular file;
@@ -189,7 +190,7 @@ public final class FileProtectionManager: Sendable {
         let fd = try POSIX.openFile(path, O_RDONLY)
         defer { POSIX.closeFile(fd) }
         let existing = try EncryptedFileFormat.readHeader(fd, path: path)
-        if let existing, existing.owner == owner {
+        if let existing, existing.owner == owner, !existing.isLegacy {
             return try owners.setOwner(owner, fd: fd, path: path)
         }
         let key = try keyStore.currentKey(for: owner)

@@ -350,6 +350,13 @@ public final class ProtectedFile: Sendable {
             let reader = IdentityContext.effectiveFileIdentity
             if let header = try EncryptedFileFormat.readHeader(fd, path: path) {
                 try manager.policy.authorize(.read(reader: reader), to: header.owner)
+                if writes && header.isLegacy {
+                    // A file of an earlier format is written in the current one: re-encrypt it first.
+                    POSIX.closeFile(fd)
+                    closed = true
+                    try manager.encryptFile(path: path, for: header.owner)
+                    return try open(manager: manager, path: path, options: options.subtracting([.create, .truncate, .exclusive]), owner: nil, permissions: permissions)
+                }
                 let key = try manager.keyStore.key(withID: header.keyID, for: header.owner)
                 let store = try EncryptedChunkStore(opening: fd, path: path, header: header, key: key, writable: writes)
                 return Opened(path: path, owner: header.owner, fd: fd, store: store)
