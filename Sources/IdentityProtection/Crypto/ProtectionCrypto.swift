@@ -47,35 +47,54 @@ enum ProtectionCrypto {
         key: [UInt8], nonce: [UInt8], aad: UnsafeRawBufferPointer, plaintext: UnsafeRawBufferPointer,
         appendingTo output: inout [UInt8]
     ) throws(ProtectionError) {
-        precondition(key.count == keyLength && nonce.count == nonceLength)
+        let start = output.count
+        let count = plaintext.count + tagLength
+        var failure: ProtectionError?
+        // The sealed bytes go straight into the array's new tail: no zero fill, no intermediate buffer.
+        let sealed = [UInt8](unsafeUninitializedCapacity: start + count) { buffer, initialized in
+            _ = output.withUnsafeBufferPointer { buffer.initialize(fromContentsOf: $0) }
+            do throws(ProtectionError) {
+                try seal(key: key, nonce: nonce, aad: aad, plaintext: plaintext,
+                         into: UnsafeMutableRawBufferPointer(rebasing: UnsafeMutableRawBufferPointer(buffer)[start...]))
+                initialized = start + count
+            } catch {
+                failure = error
+                initialized = start
+            }
+        }
+        if let failure { throw failure }
+        output = sealed
+    }
+
+    /// Encrypts `plaintext` into `output` (exactly `plaintext.count + tagLength` bytes): the ciphertext, then
+    /// the 16-byte tag.
+    static func seal(
+        key: [UInt8], nonce: [UInt8], aad: UnsafeRawBufferPointer, plaintext: UnsafeRawBufferPointer,
+        into output: UnsafeMutableRawBufferPointer
+    ) throws(ProtectionError) {
+        precondition(key.count == keyLength && nonce.count == nonceLength && output.count == plaintext.count + tagLength)
         #if canImport(CryptoKit) || IDENTITY_SWIFT_CRYPTO
         do {
             let box = try AES.GCM.seal(
                 plaintext, using: SymmetricKey(data: key), nonce: try AES.GCM.Nonce(data: nonce),
                 authenticating: aad)
-            output.append(contentsOf: box.ciphertext)
-            output.append(contentsOf: box.tag)
+            box.ciphertext.copyBytes(to: UnsafeMutableRawBufferPointer(rebasing: output[..<plaintext.count]))
+            box.tag.copyBytes(to: UnsafeMutableRawBufferPointer(rebasing: output[plaintext.count...]))
         } catch {
             throw .cryptoBackendFailure("AES.GCM.seal: \(error)")
         }
         #else
-        let start = output.count
-        output.append(contentsOf: repeatElement(0, count: plaintext.count + tagLength))
-        let status = output.withUnsafeMutableBufferPointer { out in
-            key.withUnsafeBufferPointer { key in
-                nonce.withUnsafeBufferPointer { nonce in
-                    cidc_aes256gcm_seal(
-                        key.baseAddress, nonce.baseAddress,
-                        aad.baseAddress?.assumingMemoryBound(to: UInt8.self), aad.count,
-                        plaintext.baseAddress?.assumingMemoryBound(to: UInt8.self), plaintext.count,
-                        out.baseAddress! + start, out.baseAddress! + start + plaintext.count)
-                }
+        let out = output.baseAddress!.assumingMemoryBound(to: UInt8.self)
+        let status = key.withUnsafeBufferPointer { key in
+            nonce.withUnsafeBufferPointer { nonce in
+                cidc_aes256gcm_seal(
+                    key.baseAddress, nonce.baseAddress,
+                    aad.baseAddress?.assumingMemoryBound(to: UInt8.self), aad.count,
+                    plaintext.baseAddress?.assumingMemoryBound(to: UInt8.self), plaintext.count,
+                    out, out + plaintext.count)
             }
         }
-        guard status == 1 else {
-            output.removeSubrange(start...)
-            throw .cryptoBackendFailure("EVP AES-256-GCM encryption failed")
-        }
+        guard status == 1 else { throw .cryptoBackendFailure("EVP AES-256-GCM encryption failed") }
         #endif
     }
 
@@ -85,7 +104,28 @@ enum ProtectionCrypto {
         key: [UInt8], nonce: [UInt8], aad: UnsafeRawBufferPointer, ciphertext: UnsafeRawBufferPointer,
         tag: UnsafeRawBufferPointer
     ) throws(ProtectionError) -> [UInt8] {
-        precondition(key.count == keyLength && nonce.count == nonceLength && tag.count == tagLength)
+        var failure: ProtectionError?
+        let plaintext = [UInt8](unsafeUninitializedCapacity: ciphertext.count) { buffer, initialized in
+            do throws(ProtectionError) {
+                try open(key: key, nonce: nonce, aad: aad, ciphertext: ciphertext, tag: tag, into: UnsafeMutableRawBufferPointer(buffer))
+                initialized = ciphertext.count
+            } catch {
+                failure = error
+                initialized = 0
+            }
+        }
+        if let failure { throw failure }
+        return plaintext
+    }
+
+    /// Decrypts and authenticates into `output` (exactly `ciphertext.count` bytes); when the tag does not
+    /// verify, `output` is zeroed: unauthenticated bytes never stay behind.
+    /// - Throws: ``ProtectionError/authenticationFailed`` when the tag does not verify.
+    static func open(
+        key: [UInt8], nonce: [UInt8], aad: UnsafeRawBufferPointer, ciphertext: UnsafeRawBufferPointer,
+        tag: UnsafeRawBufferPointer, into output: UnsafeMutableRawBufferPointer
+    ) throws(ProtectionError) {
+        precondition(key.count == keyLength && nonce.count == nonceLength && tag.count == tagLength && output.count == ciphertext.count)
         #if canImport(CryptoKit) || IDENTITY_SWIFT_CRYPTO
         let box: AES.GCM.SealedBox
         do {
@@ -94,7 +134,8 @@ enum ProtectionCrypto {
             throw .cryptoBackendFailure("AES.GCM.SealedBox: \(error)")
         }
         do {
-            return Array(try AES.GCM.open(box, using: SymmetricKey(data: key), authenticating: aad))
+            let plaintext = try AES.GCM.open(box, using: SymmetricKey(data: key), authenticating: aad)
+            plaintext.copyBytes(to: output)
         } catch CryptoKitError.authenticationFailure {
             throw .authenticationFailed
         } catch CryptoKitError.underlyingCoreCryptoError {
@@ -106,26 +147,25 @@ enum ProtectionCrypto {
             throw .cryptoBackendFailure("AES.GCM.open: \(error)")
         }
         #else
-        var plaintext = [UInt8](repeating: 0, count: ciphertext.count)
-        let status = plaintext.withUnsafeMutableBufferPointer { out in
-            key.withUnsafeBufferPointer { key in
-                nonce.withUnsafeBufferPointer { nonce in
-                    cidc_aes256gcm_open(
-                        key.baseAddress, nonce.baseAddress,
-                        aad.baseAddress?.assumingMemoryBound(to: UInt8.self), aad.count,
-                        ciphertext.baseAddress?.assumingMemoryBound(to: UInt8.self), ciphertext.count,
-                        tag.baseAddress?.assumingMemoryBound(to: UInt8.self), out.baseAddress)
-                }
+        let status = key.withUnsafeBufferPointer { key in
+            nonce.withUnsafeBufferPointer { nonce in
+                cidc_aes256gcm_open(
+                    key.baseAddress, nonce.baseAddress,
+                    aad.baseAddress?.assumingMemoryBound(to: UInt8.self), aad.count,
+                    ciphertext.baseAddress?.assumingMemoryBound(to: UInt8.self), ciphertext.count,
+                    tag.baseAddress?.assumingMemoryBound(to: UInt8.self),
+                    output.baseAddress?.assumingMemoryBound(to: UInt8.self))
             }
         }
         switch status {
         case 1:
-            return plaintext
+            return
         case 0:
-            // Never hand back unauthenticated bytes.
-            for index in plaintext.indices { plaintext[index] = 0 }
+            // Never leave unauthenticated bytes behind.
+            if output.count > 0 { output.initializeMemory(as: UInt8.self, repeating: 0) }
             throw .authenticationFailed
         default:
+            if output.count > 0 { output.initializeMemory(as: UInt8.self, repeating: 0) }
             throw .cryptoBackendFailure("EVP AES-256-GCM decryption failed")
         }
         #endif

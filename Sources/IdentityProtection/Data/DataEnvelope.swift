@@ -21,7 +21,9 @@ struct DataEnvelope {
 
     /// Writes the header for a body of `bodyLength` bytes.
     static func header(owner: Identity, key: ProtectionKey?, nonce: [UInt8]?, bodyLength: Int) throws(ProtectionError) -> [UInt8] {
-        var header = EnvelopeFormat.dataMagic
+        var header: [UInt8] = []
+        header.reserveCapacity(EnvelopeFormat.dataMagic.count + 4 + owner.name.utf8.count + 16 + ProtectionCrypto.nonceLength + 8)
+        header.append(contentsOf: EnvelopeFormat.dataMagic)
         header.append(EnvelopeFormat.version)
         header.append(key == nil ? 0 : EnvelopeFormat.encryptedFlag)
         try EnvelopeFormat.appendOwner(owner, to: &header)

@@ -48,7 +48,7 @@ public final class DataProtectionManager: Sendable {
     public func protect(_ data: Data, identity: Identity? = nil) throws(ProtectionError) -> Data {
         let owner = identity ?? IdentityContext.effectiveFileIdentity ?? .unmanaged
         return try withRawBytes(of: data) { (raw: UnsafeRawBufferPointer) throws(ProtectionError) -> Data in
-            Data(try seal(raw, owner: owner))
+            try seal(raw, owner: owner)
         }
     }
 
@@ -57,8 +57,7 @@ public final class DataProtectionManager: Sendable {
     ///   (for example destroyed by a wipe), 104 invalid owner field.
     public func unprotect(_ data: Data) throws(ProtectionError) -> Data {
         try withRawBytes(of: data) { (raw: UnsafeRawBufferPointer) throws(ProtectionError) -> Data in
-            guard let opened = try open(raw) else { return data }
-            return Data(opened)
+            try open(raw) ?? data
         }
     }
 
@@ -102,39 +101,50 @@ public final class DataProtectionManager: Sendable {
         !identity.isUnmanaged && policy.isManaged(identity)
     }
 
-    func seal(_ plaintext: UnsafeRawBufferPointer, owner: Identity) throws(ProtectionError) -> [UInt8] {
+    /// The envelope of `plaintext` for `owner`, built in place: the header, then the body sealed straight into
+    /// the result (no intermediate buffer).
+    func seal(_ plaintext: UnsafeRawBufferPointer, owner: Identity) throws(ProtectionError) -> Data {
         try policy.authorize(.create, to: owner)
         guard isManaged(owner) else {
-            var output = try DataEnvelope.header(owner: owner, key: nil, nonce: nil, bodyLength: plaintext.count)
+            var output = Data(try DataEnvelope.header(owner: owner, key: nil, nonce: nil, bodyLength: plaintext.count))
             output.append(contentsOf: plaintext)
             return output
         }
         let key = try keyStore.currentKey(for: owner)
         let nonce = try ProtectionCrypto.randomBytes(ProtectionCrypto.nonceLength)
-        var output = try DataEnvelope.header(owner: owner, key: key, nonce: nonce, bodyLength: plaintext.count)
-        let headerLength = output.count
-        output.reserveCapacity(headerLength + plaintext.count + ProtectionCrypto.tagLength)
-        let header = Array(output)
-        try withRawBytes(of: header) { (aad: UnsafeRawBufferPointer) throws(ProtectionError) in
-            try ProtectionCrypto.seal(key: key.material, nonce: nonce, aad: aad, plaintext: plaintext, appendingTo: &output)
+        let header = try DataEnvelope.header(owner: owner, key: key, nonce: nonce, bodyLength: plaintext.count)
+        var output = Data(count: header.count + plaintext.count + ProtectionCrypto.tagLength)
+        try withMutableRawBytes(of: &output) { (out) throws(ProtectionError) in
+            out.copyBytes(from: header)
+            try withRawBytes(of: header) { (aad: UnsafeRawBufferPointer) throws(ProtectionError) in
+                try ProtectionCrypto.seal(
+                    key: key.material, nonce: nonce, aad: aad, plaintext: plaintext,
+                    into: UnsafeMutableRawBufferPointer(rebasing: out[header.count...]))
+            }
         }
         return output
     }
 
-    /// `nil` when `bytes` is not an envelope.
-    func open(_ bytes: UnsafeRawBufferPointer) throws(ProtectionError) -> [UInt8]? {
+    /// The authenticated content of the envelope `bytes`, decrypted straight into the result; `nil` when
+    /// `bytes` is not an envelope.
+    func open(_ bytes: UnsafeRawBufferPointer) throws(ProtectionError) -> Data? {
         guard let envelope = try DataEnvelope.parse(bytes) else { return nil }
         try policy.authorize(.read(reader: IdentityContext.effectiveFileIdentity), to: envelope.owner)
         let body = UnsafeRawBufferPointer(rebasing: bytes[envelope.headerLength..<envelope.headerLength + envelope.bodyLength])
         guard envelope.isEncrypted, let keyID = envelope.keyID, let nonce = envelope.nonce else {
-            return Array(body)
+            return Data(body)
         }
         let key = try keyStore.key(withID: keyID, for: envelope.owner)
         let tagStart = envelope.headerLength + envelope.bodyLength
-        return try ProtectionCrypto.open(
-            key: key.material, nonce: nonce,
-            aad: UnsafeRawBufferPointer(rebasing: bytes[..<envelope.headerLength]),
-            ciphertext: body,
-            tag: UnsafeRawBufferPointer(rebasing: bytes[tagStart..<tagStart + ProtectionCrypto.tagLength]))
+        var output = Data(count: envelope.bodyLength)
+        try withMutableRawBytes(of: &output) { (out) throws(ProtectionError) in
+            try ProtectionCrypto.open(
+                key: key.material, nonce: nonce,
+                aad: UnsafeRawBufferPointer(rebasing: bytes[..<envelope.headerLength]),
+                ciphertext: body,
+                tag: UnsafeRawBufferPointer(rebasing: bytes[tagStart..<tagStart + ProtectionCrypto.tagLength]),
+                into: out)
+        }
+        return output
     }
 }

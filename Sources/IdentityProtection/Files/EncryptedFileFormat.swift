@@ -179,15 +179,30 @@ enum EncryptedFileFormat {
         _ plaintext: UnsafeRawBufferPointer, index: UInt64, generation: UInt64, header: Header, fileKey: [UInt8]
     ) throws(ProtectionError) -> [UInt8] {
         let nonce = try ProtectionCrypto.randomBytes(ProtectionCrypto.nonceLength)
-        var record: [UInt8] = []
-        record.reserveCapacity(plaintext.count + recordOverhead)
-        EnvelopeFormat.appendUInt64(generation, to: &record)
-        record.append(contentsOf: nonce)
-        EnvelopeFormat.appendUInt32(UInt32(plaintext.count), to: &record)
+        var prefix: [UInt8] = []
+        prefix.reserveCapacity(8 + ProtectionCrypto.nonceLength + 4)
+        EnvelopeFormat.appendUInt64(generation, to: &prefix)
+        prefix.append(contentsOf: nonce)
+        EnvelopeFormat.appendUInt32(UInt32(plaintext.count), to: &prefix)
         let aad = aad(header, index: index, generation: generation, length: plaintext.count)
-        try withRawBytes(of: aad) { (aad) throws(ProtectionError) in
-            try ProtectionCrypto.seal(key: fileKey, nonce: nonce, aad: aad, plaintext: plaintext, appendingTo: &record)
+        var failure: ProtectionError?
+        // Sealed straight into the record: no zero fill and no second buffer.
+        let record = [UInt8](unsafeUninitializedCapacity: plaintext.count + recordOverhead) { buffer, initialized in
+            let raw = UnsafeMutableRawBufferPointer(buffer)
+            raw.copyBytes(from: prefix)
+            do throws(ProtectionError) {
+                try withRawBytes(of: aad) { (aad) throws(ProtectionError) in
+                    try ProtectionCrypto.seal(
+                        key: fileKey, nonce: nonce, aad: aad, plaintext: plaintext,
+                        into: UnsafeMutableRawBufferPointer(rebasing: raw[prefix.count...]))
+                }
+                initialized = plaintext.count + recordOverhead
+            } catch {
+                failure = error
+                initialized = 0
+            }
         }
+        if let failure { throw failure }
         return record
     }
 

@@ -22,3 +22,14 @@ func withRawBytes<R>(
     }
     return try result.get()
 }
+
+/// `withUnsafeMutableBytes` of `Data` that keeps the typed ``ProtectionError``.
+@inline(__always)
+func withMutableRawBytes<R>(
+    of data: inout Data, _ body: (UnsafeMutableRawBufferPointer) throws(ProtectionError) -> R
+) throws(ProtectionError) -> R {
+    let result: Result<R, ProtectionError> = data.withUnsafeMutableBytes { raw in
+        do throws(ProtectionError) { return .success(try body(raw)) } catch { return .failure(error) }
+    }
+    return try result.get()
+}
