@@ -36,6 +36,7 @@ let package = Package(
         .testTarget(
             name: "IdentityProtectionTests",
             dependencies: ["IdentityProtection", "IdentityRuntime", "IdentityTesting"],
+            exclude: ["Fixtures"],
             swiftSettings: strictSettings
         ),
         .testTarget(

@@ -78,8 +78,8 @@ enum ProtectionCrypto {
             let box = try AES.GCM.seal(
                 plaintext, using: SymmetricKey(data: key), nonce: try AES.GCM.Nonce(data: nonce),
                 authenticating: aad)
-            box.ciphertext.copyBytes(to: UnsafeMutableRawBufferPointer(rebasing: output[..<plaintext.count]))
-            box.tag.copyBytes(to: UnsafeMutableRawBufferPointer(rebasing: output[plaintext.count...]))
+            _ = box.ciphertext.copyBytes(to: UnsafeMutableRawBufferPointer(rebasing: output[..<plaintext.count]))
+            _ = box.tag.copyBytes(to: UnsafeMutableRawBufferPointer(rebasing: output[plaintext.count...]))
         } catch {
             throw .cryptoBackendFailure("AES.GCM.seal: \(error)")
         }
@@ -135,7 +135,7 @@ enum ProtectionCrypto {
         }
         do {
             let plaintext = try AES.GCM.open(box, using: SymmetricKey(data: key), authenticating: aad)
-            plaintext.copyBytes(to: output)
+            _ = plaintext.copyBytes(to: output)
         } catch CryptoKitError.authenticationFailure {
             throw .authenticationFailed
         } catch CryptoKitError.underlyingCoreCryptoError {
