@@ -364,7 +364,7 @@ enum BenchCommand {
                      for _ in 0..<count where IdentityContext.effectiveFileIdentity != nil { hits &+= 1 }
                      counter.value &+= hits
                  }),
-        ]
+        ] + protectionPairs(operations: n(20_000))
     }
 }
 

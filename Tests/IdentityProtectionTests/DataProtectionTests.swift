@@ -190,3 +190,28 @@ struct FixedKeyStore: KeyStore {
     func rotateKey(for identity: Identity) throws(ProtectionError) -> ProtectionKey { key }
     func destroyKeys(for identity: Identity) throws(ProtectionError) {}
 }
+
+@Suite("Decoded owner fields are remembered by their bytes")
+struct DecodedOwnerCacheTests {
+    @Test("alternating owners, case variants and a malformed owner each decode to what their bytes say")
+    func alternating() throws {
+        let f = try Fixture()
+        let upper = Identity("ALICE@contoso.com")
+        let sealed = try [alice, bob, upper, alice, carol, bob].map { (owner: Identity) throws -> (Identity, Data) in
+            (owner, try f.data.protect(Data([1, 2, 3]), identity: owner))
+        }
+        for _ in 0..<3 {
+            for (owner, envelope) in sealed {
+                let info = try #require(try f.data.protectionInfo(envelope))
+                #expect(info.owner.name == owner.name, "the owner's name as written, not a cached case variant")
+                #expect(info.owner == owner)
+            }
+        }
+        // A malformed owner field (control character) is refused even after valid ones were remembered.
+        var damaged = Array(sealed[0].1)
+        let at = try #require(damaged.firstIndex(of: UInt8(ascii: "@")))
+        damaged[at] = 0x07
+        #expect(throws: ProtectionError.self) { try f.data.protectionInfo(Data(damaged)) }
+        #expect(protectionError { try f.data.protectionInfo(Data(damaged)) }?.code == 104)
+    }
+}

@@ -49,15 +49,41 @@ enum EnvelopeFormat {
 
     /// Decodes an owner field's bytes: valid UTF-8 and a valid identity, or 104.
     static func decodeOwner(_ bytes: UnsafeRawBufferPointer) throws(ProtectionError) -> Identity {
+        let cached = decodedOwners.withLock { (cache: inout DecodedOwners) -> Identity? in
+            // The last owner decoded: compared in place, with no allocation and no hashing.
+            if let last = cache.last, last.bytes.elementsEqual(bytes) { return last.owner }
+            guard let owner = cache.byBytes[Array(bytes)] else { return nil }
+            cache.last = (Array(bytes), owner)
+            return owner
+        }
+        if let cached { return cached }
         guard let name = String(validating: bytes, as: UTF8.self) else {
             throw .invalidIdentity(reason: "owner field is not valid UTF-8")
         }
+        let owner: Identity
         do {
-            return try Identity(validating: name)
+            owner = try Identity(validating: name)
         } catch {
             throw .invalidIdentity(reason: "owner field: \(error)")
         }
+        decodedOwners.withLock { cache in
+            if cache.byBytes.count >= maximumDecodedOwners { cache.byBytes.removeAll(keepingCapacity: true) }
+            cache.byBytes[Array(bytes)] = owner
+            cache.last = (Array(bytes), owner)
+        }
+        return owner
     }
+
+    /// Owner fields already decoded, by their bytes: every envelope and file of an account names the same
+    /// owner, and validating and folding a name costs more than the rest of parsing a header. A pure
+    /// function of the bytes, so sharing it is safe; emptied when it reaches ``maximumDecodedOwners``.
+    private struct DecodedOwners {
+        var byBytes: [[UInt8]: Identity] = [:]
+        var last: (bytes: [UInt8], owner: Identity)?
+    }
+
+    private static let decodedOwners = LockedValue(DecodedOwners())
+    static let maximumDecodedOwners = 4096
 }
 
 /// Reads big-endian fields from a buffer; running past the end is ``ProtectionError/invalidEnvelope(reason:)``.

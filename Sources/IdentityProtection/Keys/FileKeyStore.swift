@@ -30,18 +30,20 @@ public final class FileKeyStore: KeyStore {
     private struct Cache {
         /// Key rings as read from or written to their files.
         var rings: [String: KeyRing] = [:]
-        /// Keys already decoded from their ring entries, by file name and key id, and the current key of
-        /// each ring: the hot path (every protect and unprotect asks for a key) then neither hashes the
-        /// identity, nor scans the ring, nor decodes base64.
-        var decoded: [String: [ProtectionKeyID: ProtectionKey]] = [:]
-        var current: [String: ProtectionKey] = [:]
+        /// Keys already decoded from their ring entries, by identity and key id, and the current key of each
+        /// identity's ring: the hot path (every protect and unprotect asks for a key) is one dictionary lookup
+        /// by identity; it neither derives the file name (SHA-256), nor scans the ring, nor decodes base64.
+        /// An identity has exactly one key file (the name is derived from its folded name), so these are
+        /// per-file caches too.
+        var decoded: [Identity: [ProtectionKeyID: ProtectionKey]] = [:]
+        var current: [Identity: ProtectionKey] = [:]
         /// Key file names of the identities seen.
         var fileNames: [Identity: String] = [:]
 
-        mutating func setRing(_ ring: KeyRing?, for file: String) {
+        mutating func setRing(_ ring: KeyRing?, for file: String, of identity: Identity) {
             rings[file] = ring
-            decoded[file] = nil
-            current[file] = nil
+            decoded[identity] = nil
+            current[identity] = nil
         }
     }
 
@@ -67,18 +69,18 @@ public final class FileKeyStore: KeyStore {
     public func currentKey(for identity: Identity) throws(ProtectionError) -> ProtectionKey {
         try requireNamed(identity)
         return try cache.withLock { (cache: inout Cache) throws(ProtectionError) -> ProtectionKey in
+            if let key = cache.current[identity] { return key }
             let file = try fileName(for: identity, in: &cache)
-            if let key = cache.current[file] { return key }
-            if cache.rings[file] == nil, let ring = try load(file) { cache.setRing(ring, for: file) }
+            if cache.rings[file] == nil, let ring = try load(file) { cache.setRing(ring, for: file, of: identity) }
             if let ring = cache.rings[file] {
-                let key = try key(in: ring, file: file, hexID: ring.current, identity: identity, cache: &cache)
-                cache.current[file] = key
+                let key = try key(in: ring, hexID: ring.current, identity: identity, cache: &cache)
+                cache.current[identity] = key
                 return key
             }
             let key = try ProtectionKey.generate()
             let ring = KeyRing(format: 1, identity: identity.name, current: key.id.description, keys: [entry(for: key)])
             try save(ring, file)
-            cache.setRing(ring, for: file)
+            cache.setRing(ring, for: file, of: identity)
             return key
         }
     }
@@ -86,18 +88,18 @@ public final class FileKeyStore: KeyStore {
     public func key(withID id: ProtectionKeyID, for identity: Identity) throws(ProtectionError) -> ProtectionKey {
         if identity.isUnmanaged { throw .keyNotFound(identity: identity, keyID: id) }
         return try cache.withLock { (cache: inout Cache) throws(ProtectionError) -> ProtectionKey in
+            if let key = cache.decoded[identity]?[id] { return key }
             let file = try fileName(for: identity, in: &cache)
-            if let key = cache.decoded[file]?[id] { return key }
             let hex = id.description
             if let ring = cache.rings[file], ring.keys.contains(where: { $0.id == hex }) {
-                return try key(in: ring, file: file, hexID: hex, identity: identity, cache: &cache)
+                return try key(in: ring, hexID: hex, identity: identity, cache: &cache)
             }
             guard let ring = try load(file) else {
-                cache.setRing(nil, for: file)
+                cache.setRing(nil, for: file, of: identity)
                 throw .keyNotFound(identity: identity, keyID: id)
             }
-            cache.setRing(ring, for: file)
-            return try key(in: ring, file: file, hexID: hex, identity: identity, cache: &cache)
+            cache.setRing(ring, for: file, of: identity)
+            return try key(in: ring, hexID: hex, identity: identity, cache: &cache)
         }
     }
 
@@ -113,7 +115,7 @@ public final class FileKeyStore: KeyStore {
             ring.keys.append(entry(for: key))
             ring.current = key.id.description
             try save(ring, file)
-            cache.setRing(ring, for: file)
+            cache.setRing(ring, for: file, of: identity)
             return key
         }
     }
@@ -122,7 +124,7 @@ public final class FileKeyStore: KeyStore {
         if identity.isUnmanaged { return }
         try cache.withLock { (cache: inout Cache) throws(ProtectionError) in
             let file = try fileName(for: identity, in: &cache)
-            cache.setRing(nil, for: file)
+            cache.setRing(nil, for: file, of: identity)
             let path = Paths.join(directory, file)
             guard let info = try POSIX.lstatPath(path) else { return }
             // Best-effort overwrite before unlinking.
@@ -164,12 +166,12 @@ public final class FileKeyStore: KeyStore {
         KeyRing.Entry(id: key.id.description, material: Data(key.material).base64EncodedString())
     }
 
-    /// The key `hexID` of `ring` (the ring of `file`), decoded and remembered in `cache`.
+    /// The key `hexID` of `ring` (the ring of `identity`), decoded and remembered in `cache`.
     private func key(
-        in ring: KeyRing, file: String, hexID: String, identity: Identity, cache: inout Cache
+        in ring: KeyRing, hexID: String, identity: Identity, cache: inout Cache
     ) throws(ProtectionError) -> ProtectionKey {
         let key = try decodeKey(in: ring, hexID: hexID, identity: identity)
-        cache.decoded[file, default: [:]][key.id] = key
+        cache.decoded[identity, default: [:]][key.id] = key
         return key
     }
 
