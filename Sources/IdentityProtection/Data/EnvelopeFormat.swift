@@ -1,4 +1,11 @@
 import IdentityRuntime
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Musl)
+import Musl
+#elseif canImport(Darwin)
+import Darwin
+#endif
 
 /// Constants and helpers shared by the data envelope and the encrypted-file format (docs/protection.md).
 enum EnvelopeFormat {
@@ -26,12 +33,16 @@ enum EnvelopeFormat {
 
     /// Encodes the owner field (2-byte big-endian length, then UTF-8).
     static func appendOwner(_ owner: Identity, to output: inout [UInt8]) throws(ProtectionError) {
-        let utf8 = Array(owner.name.utf8)
-        guard utf8.count <= maximumOwnerLength else {
-            throw .invalidIdentity(reason: "owner is \(utf8.count) bytes of UTF-8; at most \(maximumOwnerLength) fit")
+        let utf8 = owner.name.utf8
+        let count = utf8.count
+        guard count <= maximumOwnerLength else {
+            throw .invalidIdentity(reason: "owner is \(count) bytes of UTF-8; at most \(maximumOwnerLength) fit")
         }
-        appendUInt16(UInt16(utf8.count), to: &output)
-        output.append(contentsOf: utf8)
+        appendUInt16(UInt16(count), to: &output)
+        // A native string's UTF-8 is contiguous: copied in one go, with no intermediate array.
+        if utf8.withContiguousStorageIfAvailable({ output.append(contentsOf: $0) }) == nil {
+            output.append(contentsOf: utf8)
+        }
     }
 
     static func appendUInt16(_ value: UInt16, to output: inout [UInt8]) {
@@ -51,7 +62,10 @@ enum EnvelopeFormat {
     static func decodeOwner(_ bytes: UnsafeRawBufferPointer) throws(ProtectionError) -> Identity {
         let cached = decodedOwners.withLock { (cache: inout DecodedOwners) -> Identity? in
             // The last owner decoded: compared in place, with no allocation and no hashing.
-            if let last = cache.last, last.bytes.elementsEqual(bytes) { return last.owner }
+            if let last = cache.last, last.bytes.count == bytes.count,
+               last.bytes.withUnsafeBytes({ bytes.count == 0 || memcmp($0.baseAddress!, bytes.baseAddress!, bytes.count) == 0 }) {
+                return last.owner
+            }
             guard let owner = cache.byBytes[Array(bytes)] else { return nil }
             cache.last = (Array(bytes), owner)
             return owner

@@ -38,6 +38,20 @@ public struct ProtectionKeyID: Hashable, Sendable, CustomStringConvertible {
         self.bytes = bytes
     }
 
+    /// Hashes the 16 bytes as two words (the synthesized hash feeds them one byte at a time, and every key
+    /// lookup hashes an id).
+    public func hash(into hasher: inout Hasher) {
+        bytes.withUnsafeBytes { raw in
+            guard raw.count == ProtectionKeyID.byteCount else { return hasher.combine(bytes: raw) }
+            hasher.combine(raw.loadUnaligned(fromByteOffset: 0, as: UInt64.self))
+            hasher.combine(raw.loadUnaligned(fromByteOffset: 8, as: UInt64.self))
+        }
+    }
+
+    public static func == (lhs: ProtectionKeyID, rhs: ProtectionKeyID) -> Bool {
+        lhs.bytes == rhs.bytes
+    }
+
     /// Lowercase hexadecimal, 32 characters.
     public var description: String { Hex.encode(bytes) }
 }
