@@ -24,6 +24,21 @@
 #include <sys/types.h>
 #include <sys/xattr.h>
 
+/* Preallocation of file space (fallocate(2) with FALLOC_FL_KEEP_SIZE) is not in Swift's Glibc module either. */
+#include <sys/syscall.h>
+#include <unistd.h>
+
+/// Reserves disk blocks for `[offset, offset + length)` of `fd` without changing its size (unwritten extents,
+/// which read as zeros). Returns 0, or -1 with errno (EOPNOTSUPP on file systems without it).
+static inline int cidc_preallocate(int fd, int64_t offset, int64_t length) {
+#if defined(__linux__) && defined(SYS_fallocate)
+    return (int)syscall(SYS_fallocate, fd, 0x01 /* FALLOC_FL_KEEP_SIZE */, (off_t)offset, (off_t)length);
+#else
+    (void)fd; (void)offset; (void)length;
+    return -1;
+#endif
+}
+
 #if OPENSSL_VERSION_NUMBER < 0x30000000L
 #error "IdentityProtection needs OpenSSL 3 (libcrypto >= 3.0): apt-get install libssl-dev"
 #endif

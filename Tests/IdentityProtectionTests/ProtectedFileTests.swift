@@ -248,6 +248,11 @@ struct ProtectedFileTests {
         let file = try f.files.openProtectedFile(atPath: f.path("m.bin"), options: [.read, .write, .create], owner: alice)
         #expect(protectionError { try file.write([1], at: UInt64.max - 1) }?.code == 112)
         #expect(protectionError { try file.truncate(to: UInt64.max) }?.code == 112)
+        // Below the format's 2^62 but past what 16-byte chunks can address inside Int64 offsets (each chunk
+        // takes two 56-byte slots): refused, not an arithmetic overflow.
+        #expect(protectionError { try file.write([1], at: 1 << 61) }?.code == 112)
+        #expect(protectionError { try file.truncate(to: 1 << 61) }?.code == 112)
+        #expect(try file.size() == 0)
         try file.write([1, 2, 3])
         try file.close()
         try file.close()

@@ -1,5 +1,6 @@
 #if canImport(Glibc)
 import Glibc
+import CIdentityCrypto
 #elseif canImport(Musl)
 import Musl
 #elseif canImport(Darwin)
@@ -60,6 +61,10 @@ struct EncryptedChunkStore: Sendable {
     private var tailIsClean: Bool
     /// Version 1 files: how many chunk records the file holds (at least one; the last is the final one).
     private var legacyRecordCount: UInt64 = 0
+    /// Where the disk space reserved for new chunks ends (Linux); `Int64.max` once the file system refused.
+    private var preallocatedEnd: Int64 = 0
+    /// How many chunks ahead a growing file reserves space for.
+    static let preallocationChunks: UInt64 = 16
 
     var chunkSize: Int { header.chunkSize }
 
@@ -121,7 +126,7 @@ struct EncryptedChunkStore: Sendable {
         guard let best else {
             throw lastError ?? .invalidEnvelope(reason: "truncated: no size record")
         }
-        guard best.length <= EncryptedFileFormat.maximumContentLength else {
+        guard best.length <= header.maximumContentLength else {
             throw .invalidEnvelope(reason: "size record claims \(best.length) bytes, beyond the format's limit")
         }
         self.length = best.length
@@ -229,7 +234,7 @@ struct EncryptedChunkStore: Sendable {
         guard !bytes.isEmpty else { return }
         guard !header.isLegacy else { throw .unsupportedVersion(header.version) }
         let (end, overflow) = offset.addingReportingOverflow(UInt64(bytes.count))
-        guard !overflow, end <= EncryptedFileFormat.maximumContentLength else {
+        guard !overflow, end <= header.maximumContentLength else {
             throw .invalidOffset(path: path, offset: offset)
         }
         try apply(bytes, at: offset, end: end)
@@ -237,7 +242,7 @@ struct EncryptedChunkStore: Sendable {
 
     /// Sets the content length: cut, or extended with zeros.
     mutating func truncate(to newLength: UInt64) throws(ProtectionError) {
-        guard newLength <= EncryptedFileFormat.maximumContentLength else { throw .invalidOffset(path: path, offset: newLength) }
+        guard newLength <= header.maximumContentLength else { throw .invalidOffset(path: path, offset: newLength) }
         if newLength == length { return }
         guard !header.isLegacy else { throw .unsupportedVersion(header.version) }
         if newLength > length {
@@ -247,6 +252,7 @@ struct EncryptedChunkStore: Sendable {
         cachedIndex = nil
         try writeLength(newLength)
         try POSIX.truncateFD(fd, to: header.physicalLength(chunks: count), path: path)
+        preallocatedEnd = min(preallocatedEnd, header.physicalLength(chunks: count))
         slots = slots.filter { $0.key < count }
         tailIsClean = true
     }
@@ -267,9 +273,12 @@ struct EncryptedChunkStore: Sendable {
             let physical = header.physicalLength(chunks: oldCount)
             if Int64(try POSIX.fstatFD(fd, path: path).st_size) > physical {
                 try POSIX.truncateFD(fd, to: physical, path: path)
+                preallocatedEnd = min(preallocatedEnd, physical)
             }
             tailIsClean = true
         }
+        let newCount = header.chunkCount(newLength)
+        if newCount > oldCount { preallocate(from: oldCount, to: newCount) }
         let first = min(offset, oldLength) / size
         let last = (end - 1) / size
         do throws(ProtectionError) {
@@ -306,6 +315,22 @@ struct EncryptedChunkStore: Sendable {
             cachedIndex = nil
             throw error
         }
+    }
+
+    /// Reserves disk space for both slots of chunks `from ..< to`, and of the next ``preallocationChunks``
+    /// (Linux; best effort). A chunk's second slot is a hole until its first rewrite, so a file written front
+    /// to back would otherwise get one small extent per chunk, which the file system allocates, and later
+    /// frees, far more slowly than a contiguous run (sequential writes measured at about half the speed).
+    /// The size does not change (`FALLOC_FL_KEEP_SIZE`): reserved blocks read as zeros, as holes do, so the
+    /// format and every reader are unaffected; the price is disk space for the second slots.
+    private mutating func preallocate(from oldCount: UInt64, to newCount: UInt64) {
+        #if canImport(Glibc)
+        let needed = header.physicalLength(chunks: newCount)
+        guard needed > preallocatedEnd else { return }
+        let start = max(preallocatedEnd, header.physicalLength(chunks: oldCount))
+        let end = header.physicalLength(chunks: newCount + Self.preallocationChunks)
+        preallocatedEnd = cidc_preallocate(fd, start, end - start) == 0 ? end : Int64.max
+        #endif
     }
 
     /// Seals `piece` as chunk `index` into the slot not in use.

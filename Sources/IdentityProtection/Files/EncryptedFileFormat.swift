@@ -79,6 +79,14 @@ enum EncryptedFileFormat {
             dataStart + (2 * Int64(index) + Int64(slot)) * slotLength
         }
 
+        /// Largest content this file may hold: the format's limit, lowered for small chunks so that every
+        /// slot offset (and the space reserved past the last chunk) stays inside `Int64`.
+        var maximumContentLength: UInt64 {
+            let chunks = UInt64((Int64.max - dataStart) / (2 * slotLength)) - 2 * EncryptedChunkStore.preallocationChunks
+            let (product, overflow) = chunks.multipliedReportingOverflow(by: UInt64(chunkSize))
+            return overflow ? EncryptedFileFormat.maximumContentLength : min(EncryptedFileFormat.maximumContentLength, product)
+        }
+
         /// Bytes on disk of a file of `count` chunks, both slots of the last one included.
         func physicalLength(chunks count: UInt64) -> Int64 {
             dataStart + 2 * Int64(count) * slotLength
@@ -249,7 +257,7 @@ enum EncryptedFileFormat {
         while true {
             let piece = try source.read(upTo: header.chunkSize)
             if piece.isEmpty { break }
-            guard length + UInt64(piece.count) <= maximumContentLength else {
+            guard length + UInt64(piece.count) <= header.maximumContentLength else {
                 throw .invalidOffset(path: output.path, offset: length + UInt64(piece.count))
             }
             let record = try withRawBytes(of: piece) { (raw) throws(ProtectionError) in
