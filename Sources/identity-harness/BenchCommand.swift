@@ -16,7 +16,9 @@ import Synchronization
 /// account the window shows already (what an app does each time a view appears); `…-change` alternates
 /// between two unmanaged accounts, so every call changes the window: on an isolated manager whose
 /// notification center nobody holds, and on `PolicyManager.shared`, which posts `.uiIdentityDidChange` to
-/// `NotificationCenter.default` each time.
+/// `NotificationCenter.default` each time. `ui-switch-unmanaged-async` is the `async` twin, awaited, against
+/// awaiting a continuation resumed from a global-queue block (wall clock only: its thread hops make
+/// instruction counts vary).
 ///
 /// Two modes:
 /// - the table (default): every pair, the three members interleaved (raw, peer, ours, raw, ...) over
@@ -406,6 +408,32 @@ enum BenchCommand {
                  ours: completions {
                      switchManager.setUIPolicyIdentity(
                          unmanaged, for: .main, completionQueue: completionQueue, completionHandler: completed)
+                 }),
+            Pair(name: "ui-switch-unmanaged-async", title: "await setUIPolicyIdentity, unmanaged (raw: await a global-queue hop)",
+                 targetRatio: 2.0, operations: n(50_000),
+                 raw: { count in
+                     blocking {
+                         for _ in 0..<count {
+                             await withCheckedContinuation { continuation in
+                                 DispatchQueue.global().async { continuation.resume() }
+                             }
+                         }
+                     }
+                 },
+                 peer: { count in
+                     blocking {
+                         for _ in 0..<count {
+                             await withCheckedContinuation { continuation in
+                                 peerWindows.withLock { $0[.main] = unmanaged }
+                                 DispatchQueue.global().async { continuation.resume() }
+                             }
+                         }
+                     }
+                 },
+                 ours: { count in
+                     blocking {
+                         for _ in 0..<count { await switchManager.setUIPolicyIdentity(unmanaged, for: .main) }
+                     }
                  }),
             Pair(name: "ui-switch-unmanaged-change", title: "setUIPolicyIdentity, unmanaged, alternating (raw: completion hop)",
                  targetRatio: 2.0, operations: n(100_000),
