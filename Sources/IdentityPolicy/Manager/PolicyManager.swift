@@ -187,6 +187,9 @@ public final class PolicyManager: Sendable {
     }
 
     /// The notification center this manager posts to.
+    ///
+    /// > Note: An isolated manager's private center has no observers before it is read here, so until then
+    /// > the manager builds and posts no notification (events still reach ``events`` subscribers).
     public var notificationCenter: NotificationCenter {
         broadcaster.notificationCenter
     }
