@@ -165,7 +165,8 @@ extension PolicyManager {
             if decision.changed { send(.uiIdentityDidChange(window: window, identity: identities.first)) }
         case let .runChecks(token, superseded):
             superseded.map(cancel)
-            guard let attempt = decision.attempt else { return }
+            // A call is put in flight exactly when it has an attempt (`needsChecks: attempt != nil` above).
+            guard let attempt = decision.attempt else { preconditionFailure("a switch in flight has an attempt") }
             let managed = decision.managed
             let checks = decision.checks
             let task = Task.detached { [weak self] in
