@@ -50,7 +50,7 @@ let package = Package(
         ),
         .executableTarget(
             name: "identity-harness",
-            dependencies: ["IdentityRuntime", "IdentityTesting", "IdentityProtection", "IsolationStress", "CIdentityCrypto"],
+            dependencies: ["IdentityRuntime", "IdentityTesting", "IdentityProtection", "IdentityPolicy", "IsolationStress", "CIdentityCrypto"],
             swiftSettings: strictSettings
         ),
         .executableTarget(

@@ -7,7 +7,8 @@
 #   scripts/callgrind-pairs.sh                    # print the table
 #   scripts/callgrind-pairs.sh --check FILE       # also fail when a member exceeds its limit in FILE
 #   scripts/callgrind-pairs.sh --write FILE       # write measured counts + headroom (3%, 6% for operations
-#                                                 # and tasks, + 20) as the limits
+#                                                 # and tasks, 25% for the shared-manager switch, + 20) as
+#                                                 # the limits
 #
 # Environment: IDENTITY_CALLGRIND_COUNT (operations per run, default 20000), IDENTITY_CALLGRIND_PAIRS
 # (space-separated pair names), IDENTITY_HARNESS (a prebuilt release binary; default: builds one).
@@ -26,7 +27,7 @@ esac
 command -v valgrind >/dev/null || { echo "valgrind is required (apt-get install valgrind)" >&2; exit 1; }
 
 count="${IDENTITY_CALLGRIND_COUNT:-20000}"
-pairs="${IDENTITY_CALLGRIND_PAIRS:-async-identity async-no-identity sync operation-subclass task-in-scope read-file-identity read-nothing-set}"
+pairs="${IDENTITY_CALLGRIND_PAIRS:-async-identity async-no-identity sync operation-subclass task-in-scope read-file-identity read-nothing-set ui-switch-unmanaged ui-switch-unmanaged-change ui-switch-shared-change}"
 harness="${IDENTITY_HARNESS:-}"
 if [ -z "$harness" ]; then
     swift build -c release --product identity-harness >&2
@@ -61,8 +62,9 @@ for pair in $pairs; do
     if [ "$mode" = "write" ]; then
         # OperationQueue and the concurrency runtime hand work between threads internally, so their counts
         # move by a few percent between runs; dispatch (submitted while suspended) and reads repeat exactly.
+        # A switch on PolicyManager.shared posts to NotificationCenter.default, whose post moves by up to 20%.
         headroom=103
-        case "$pair" in operation-*|task-*) headroom=106 ;; esac
+        case "$pair" in operation-*|task-*) headroom=106 ;; ui-switch-shared-*) headroom=125 ;; esac
         echo "$pair ours $(( per[ours] * headroom / 100 + 20 ))" >> "$limits.tmp"
     elif [ "$mode" = "check" ]; then
         limit=$(awk -v p="$pair" '$1 == p && $2 == "ours" { print $3 }' "$limits")
@@ -75,7 +77,7 @@ for pair in $pairs; do
     unset per
 done
 if [ "$mode" = "write" ]; then
-    { echo "# pair side max-instructions-per-op (scripts/callgrind-pairs.sh --write: measured + 3% or 6% + 20)"
+    { echo "# pair side max-instructions-per-op (scripts/callgrind-pairs.sh --write: measured + 3%, 6% or 25% + 20)"
       cat "$limits.tmp"; } > "$limits"
     rm -f "$limits.tmp"
     echo "wrote $limits"

@@ -94,8 +94,10 @@ public struct Identity: Sendable, Hashable, CustomStringConvertible, CustomDebug
         lhs.storage === rhs.storage || lhs.storage.key == rhs.storage.key
     }
 
+    /// Feeds the key's hash, computed once when the identity was made, so a dictionary lookup of an identity
+    /// does not hash its name again. Equal identities have equal keys, hence equal hashes.
     public func hash(into hasher: inout Hasher) {
-        hasher.combine(storage.key)
+        hasher.combine(storage.keyHash)
     }
 
     /// Immutable, shared storage: copying an `Identity` costs one retain.
@@ -104,10 +106,14 @@ public struct Identity: Sendable, Hashable, CustomStringConvertible, CustomDebug
         let name: String
         @usableFromInline
         let key: String
+        /// `key.hashValue` (seeded per process, like every `Hasher`).
+        let keyHash: Int
 
         init(name: String) {
             self.name = name
-            self.key = Identity.fold(name)
+            let key = Identity.fold(name)
+            self.key = key
+            keyHash = key.hashValue
         }
     }
 

@@ -8,9 +8,12 @@ public struct WindowID: Hashable, Sendable, CustomStringConvertible, Expressible
 
     /// The app's own name for the window (a scene session identifier, for example).
     public let rawValue: String
+    /// `rawValue.hashValue`, computed once: windows key the UI-identity tables, which every switch looks up.
+    private let rawValueHash: Int
 
     public init(_ rawValue: String) {
         self.rawValue = rawValue
+        rawValueHash = rawValue.hashValue
     }
 
     public init(stringLiteral value: String) {
@@ -18,4 +21,12 @@ public struct WindowID: Hashable, Sendable, CustomStringConvertible, Expressible
     }
 
     public var description: String { rawValue }
+
+    public static func == (lhs: WindowID, rhs: WindowID) -> Bool {
+        lhs.rawValue == rhs.rawValue
+    }
+
+    public func hash(into hasher: inout Hasher) {
+        hasher.combine(rawValueHash)
+    }
 }

@@ -1,5 +1,6 @@
 import Dispatch
 import Foundation
+import IdentityPolicy
 import IdentityRuntime
 import Synchronization
 
@@ -8,6 +9,16 @@ import Synchronization
 /// - **peer**: what a user writes instead of adopting the runtime: capture a `@TaskLocal` at submission and
 ///   rebind it with `withValue` inside the block (no hygiene, no overrides, no strict mode);
 /// - **ours**: the identity-carrying wrapper.
+///
+/// The `ui-switch-…` pairs compare `PolicyManager.setUIPolicyIdentity` of an unmanaged account with the bare
+/// completion hop it is built on (the completion handler dispatched with `async` to the completion queue);
+/// the peer sets a mutex-guarded window table and then makes the same hop. `ui-switch-unmanaged` sets the
+/// account the window shows already (what an app does each time a view appears); `…-change` alternates
+/// between two unmanaged accounts, so every call changes the window: on an isolated manager whose
+/// notification center nobody holds, and on `PolicyManager.shared`, which posts `.uiIdentityDidChange` to
+/// `NotificationCenter.default` each time. `ui-switch-unmanaged-async` is the `async` twin, awaited, against
+/// awaiting a continuation resumed from a global-queue block (wall clock only: its thread hops make
+/// instruction counts vary).
 ///
 /// Two modes:
 /// - the table (default): every pair, the three members interleaved (raw, peer, ours, raw, ...) over
@@ -219,6 +230,29 @@ enum BenchCommand {
             counter.value &+= total
         }
 
+        // setUIPolicyIdentity of an unmanaged account: an isolated manager with one managed account (with a
+        // policy) and one conditional-launch check, as in an app; the account switched to has no policy.
+        // Completions go to a serial queue, suspended while the calls are made and then drained, so the
+        // calling side and the completion side each run in one stretch (repeatable instruction counts).
+        let switchManager = PolicyManager(policySource: StaticPolicySource([identity: Policy(identity: identity)]))
+        switchManager.setPrimaryUser(identity)
+        switchManager.registerConditionalLaunchCheck(ClosureConditionalLaunchCheck { _, _ in .passes })
+        let unmanaged: Identity = "bob@fabrikam.com"
+        let otherUnmanaged: Identity = "carol@fabrikam.com"
+        let alternate = Counter()
+        let benchWindow: WindowID = "bench.window"
+        let completionQueue = DispatchQueue(label: "bench.completion")
+        let peerWindows = Mutex<[WindowID: Identity]>([:])
+        let completed: @Sendable (SwitchIdentityResult) -> Void = { result in counter.value &+= result.rawValue &+ 1 }
+        func completions(_ call: @escaping () -> Void) -> (Int) -> Void {
+            { count in
+                completionQueue.suspend()
+                for _ in 0..<count { call() }
+                completionQueue.resume()
+                completionQueue.sync {}
+            }
+        }
+
         return [
             Pair(name: "async-identity", title: "async, serial, submitter with identity", targetRatio: 1.10,
                  operations: n(200_000),
@@ -363,6 +397,74 @@ enum BenchCommand {
                      var hits = 0
                      for _ in 0..<count where IdentityContext.effectiveFileIdentity != nil { hits &+= 1 }
                      counter.value &+= hits
+                 }),
+            Pair(name: "ui-switch-unmanaged", title: "setUIPolicyIdentity, unmanaged (raw: completion hop)",
+                 targetRatio: 2.0, operations: n(100_000),
+                 raw: completions { completionQueue.async { completed(.success) } },
+                 peer: completions {
+                     peerWindows.withLock { $0[.main] = unmanaged }
+                     completionQueue.async { completed(.success) }
+                 },
+                 ours: completions {
+                     switchManager.setUIPolicyIdentity(
+                         unmanaged, for: .main, completionQueue: completionQueue, completionHandler: completed)
+                 }),
+            Pair(name: "ui-switch-unmanaged-async", title: "await setUIPolicyIdentity, unmanaged (raw: await a global-queue hop)",
+                 targetRatio: 2.0, operations: n(50_000),
+                 raw: { count in
+                     blocking {
+                         for _ in 0..<count {
+                             await withCheckedContinuation { continuation in
+                                 DispatchQueue.global().async { continuation.resume() }
+                             }
+                         }
+                     }
+                 },
+                 peer: { count in
+                     blocking {
+                         for _ in 0..<count {
+                             await withCheckedContinuation { continuation in
+                                 peerWindows.withLock { $0[.main] = unmanaged }
+                                 DispatchQueue.global().async { continuation.resume() }
+                             }
+                         }
+                     }
+                 },
+                 ours: { count in
+                     blocking {
+                         for _ in 0..<count { await switchManager.setUIPolicyIdentity(unmanaged, for: .main) }
+                     }
+                 }),
+            Pair(name: "ui-switch-unmanaged-change", title: "setUIPolicyIdentity, unmanaged, alternating (raw: completion hop)",
+                 targetRatio: 2.0, operations: n(100_000),
+                 raw: completions { completionQueue.async { completed(.success) } },
+                 peer: completions {
+                     alternate.value &+= 1
+                     let next = alternate.value & 1 == 0 ? unmanaged : otherUnmanaged
+                     peerWindows.withLock { $0[benchWindow] = next }
+                     completionQueue.async { completed(.success) }
+                 },
+                 ours: completions {
+                     alternate.value &+= 1
+                     switchManager.setUIPolicyIdentity(
+                         alternate.value & 1 == 0 ? unmanaged : otherUnmanaged, for: benchWindow,
+                         completionQueue: completionQueue, completionHandler: completed)
+                 }),
+            Pair(name: "ui-switch-shared-change",
+                 title: "setUIPolicyIdentity, shared manager, unmanaged, alternating (posts; raw: completion hop)",
+                 targetRatio: 2.0, operations: n(100_000),
+                 raw: completions { completionQueue.async { completed(.success) } },
+                 peer: completions {
+                     alternate.value &+= 1
+                     let next = alternate.value & 1 == 0 ? unmanaged : otherUnmanaged
+                     peerWindows.withLock { $0[benchWindow] = next }
+                     completionQueue.async { completed(.success) }
+                 },
+                 ours: completions {
+                     alternate.value &+= 1
+                     PolicyManager.shared.setUIPolicyIdentity(
+                         alternate.value & 1 == 0 ? unmanaged : otherUnmanaged, for: benchWindow,
+                         completionQueue: completionQueue, completionHandler: completed)
                  }),
         ] + protectionPairs(operations: n(20_000))
     }

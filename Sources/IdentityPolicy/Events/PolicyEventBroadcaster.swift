@@ -1,13 +1,34 @@
 import Foundation
 import IdentityRuntime
+import Synchronization
 
 /// Fans events out to every live `AsyncStream` subscriber and posts the matching notification.
+///
+/// A manager's private notification center (an isolated manager made without one) can have observers only
+/// once it has been handed out through ``notificationCenter``; until then a notification for it is not built
+/// or posted, since nobody could receive it.
 final class PolicyEventBroadcaster: Sendable {
     private let subscribers = LockedValue<(next: Int, continuations: [Int: AsyncStream<PolicyEvent>.Continuation])>((0, [:]))
-    let notificationCenter: NotificationCenter
+    private let center: NotificationCenter
+    /// Whether a notification can have an observer: the center was given to the manager, or has been handed
+    /// out.
+    private let centerReachable: Atomic<Bool>
+    /// How many subscribers there are (written under the subscribers' lock), so that an event nobody listens
+    /// to is not even made.
+    private let subscriberCount = Atomic<Int>(0)
 
-    init(notificationCenter: NotificationCenter) {
-        self.notificationCenter = notificationCenter
+    /// A broadcaster posting to `notificationCenter`; `isPrivate`: the manager made that center itself and
+    /// nobody else holds it yet.
+    init(notificationCenter: NotificationCenter, isPrivate: Bool) {
+        center = notificationCenter
+        centerReachable = Atomic(!isPrivate)
+    }
+
+    /// The center notifications are posted to. Reading it makes the center reachable for observers, so
+    /// notifications are posted from then on.
+    var notificationCenter: NotificationCenter {
+        if !centerReachable.load(ordering: .acquiring) { centerReachable.store(true, ordering: .releasing) }
+        return center
     }
 
     func stream() -> AsyncStream<PolicyEvent> {
@@ -15,21 +36,34 @@ final class PolicyEventBroadcaster: Sendable {
         let id = subscribers.withLock { state in
             defer { state.next += 1 }
             state.continuations[state.next] = continuation
+            subscriberCount.store(state.continuations.count, ordering: .releasing)
             return state.next
         }
         continuation.onTermination = { [weak self] _ in
-            _ = self?.subscribers.withLock { $0.continuations.removeValue(forKey: id) }
+            guard let self else { return }
+            subscribers.withLock { state in
+                state.continuations.removeValue(forKey: id)
+                subscriberCount.store(state.continuations.count, ordering: .releasing)
+            }
         }
         return stream
     }
 
     /// Posts `event`'s notification to the notification center (with `object`; `userInfo` replaces the
     /// event's own) and yields the event to every subscriber. Call outside every lock.
-    func send(_ event: PolicyEvent, object: AnyObject, userInfo: [AnyHashable: Any]? = nil) {
-        let continuations = subscribers.withLock { Array($0.continuations.values) }
+    ///
+    /// With no subscriber and a center nobody can observe, neither the event nor the notification is made.
+    func send(
+        _ event: @autoclosure () -> PolicyEvent, object: AnyObject,
+        userInfo: @autoclosure () -> [AnyHashable: Any]? = nil
+    ) {
+        let reachable = centerReachable.load(ordering: .acquiring)
+        guard reachable || subscriberCount.load(ordering: .acquiring) > 0 else { return }
+        let event = event()
+        let continuations = subscribers.withLock { $0.continuations.isEmpty ? [] : Array($0.continuations.values) }
         for continuation in continuations { continuation.yield(event) }
-        guard let (name, info) = Self.notification(for: event) else { return }
-        notificationCenter.post(name: name, object: object, userInfo: userInfo ?? info)
+        guard reachable, let (name, info) = Self.notification(for: event) else { return }
+        center.post(name: name, object: object, userInfo: userInfo() ?? info)
     }
 
     /// The notification of `event`; `nil` for events whose content a notification carries already.
@@ -43,13 +77,23 @@ final class PolicyEventBroadcaster: Sendable {
         case let .accountUnblocked(account): return (.blockedAccountsDidChange, ["account": account.name])
         case let .wipeDidComplete(account): return (.wipeDidComplete, ["account": account.name])
         case let .uiIdentityDidChange(window, identity):
-            var info: [AnyHashable: Any] = ["window": window.rawValue]
-            if let identity { info["identity"] = identity.name }
+            // Built with the keys made once: a dictionary literal of string keys boxes and casts each key on
+            // every post.
+            var info = [AnyHashable: Any](minimumCapacity: 2)
+            info[Keys.window] = window.rawValue
+            if let identity { info[Keys.identity] = identity.name }
             return (.uiIdentityDidChange, info)
         case let .primaryUserDidChange(account): return (.primaryUserDidChange, account.map { ["account": $0.name] })
         case let .allowedAccountsDidChange(accounts): return (.allowedAccountsDidChange, accounts.map { ["accounts": $0.map(\.name)] })
         case let .enrollmentStatus(status): return (.enrollmentStatusDidChange, ["status": status.statusCode.rawValue, "account": status.identity.name])
         case .restartRequired: return (.restartRequired, nil)
         }
+    }
+
+    /// `AnyHashable` is not `Sendable` only because it may box any value; these box immutable strings and are
+    /// never mutated.
+    private enum Keys {
+        nonisolated(unsafe) static let window = AnyHashable("window")
+        nonisolated(unsafe) static let identity = AnyHashable("identity")
     }
 }

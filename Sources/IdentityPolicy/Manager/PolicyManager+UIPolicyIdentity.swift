@@ -24,12 +24,21 @@ extension PolicyManager {
     /// Every call completes exactly once, on `completionQueue` (default: a global queue, so a program that
     /// never runs the main loop cannot hang), never while the manager holds a lock. The handler is always
     /// dispatched asynchronously to that queue, never called inline.
+    ///
+    /// `.uiIdentityDidChange` (``PolicyEvent/uiIdentityDidChange(window:identity:)``) is posted after the
+    /// completion is dispatched, when the window's identities changed; a call that sets what the window shows
+    /// already completes `.success` and posts nothing.
     public func setUIPolicyIdentity(
         _ identity: Identity?, for window: WindowID? = nil,
         completionQueue: DispatchQueue = .global(),
         completionHandler: @escaping @Sendable (SwitchIdentityResult) -> Void = { _ in }
     ) {
-        startSwitch(identity.map { [$0] } ?? [], window: window, completion: Completion(queue: completionQueue, handler: completionHandler))
+        let completion = SwitchCompletion(queue: completionQueue, handler: completionHandler)
+        if let identity {
+            startSwitch(unique: CollectionOfOne(identity), window: window, completion: completion)
+        } else {
+            startSwitch(unique: EmptyCollection(), window: window, completion: completion)
+        }
     }
 
     /// The `async` twin of ``setUIPolicyIdentity(_:for:completionQueue:completionHandler:)``: the same rules,
@@ -42,7 +51,20 @@ extension PolicyManager {
     public func setUIPolicyIdentity(
         _ identity: Identity?, for window: WindowID? = nil, isolation: isolated (any Actor)? = #isolation
     ) async -> SwitchIdentityResult {
-        await setUIPolicyIdentities(identity.map { [$0] } ?? [], for: window)
+        let thread = IdentityContext.currentThreadIdentity
+        let onMain = thread != nil && IdentityContext.isOnMainThread
+        return await withCheckedContinuation { continuation in
+            let completion = SwitchCompletion(queue: nil) { continuation.resume(returning: $0) }
+            if let identity {
+                startSwitch(
+                    unique: CollectionOfOne(identity), window: window, completion: completion,
+                    onMainThread: onMain, threadIdentity: thread)
+            } else {
+                startSwitch(
+                    unique: EmptyCollection(), window: window, completion: completion,
+                    onMainThread: onMain, threadIdentity: thread)
+            }
+        }
     }
 
     /// Makes `window` (`nil`: the key window) show several accounts at once, such as a view of two mailboxes:
@@ -62,7 +84,7 @@ extension PolicyManager {
         completionQueue: DispatchQueue = .global(),
         completionHandler: @escaping @Sendable (SwitchIdentityResult) -> Void = { _ in }
     ) {
-        startSwitch(identities, window: window, completion: Completion(queue: completionQueue, handler: completionHandler))
+        startSwitch(identities, window: window, completion: SwitchCompletion(queue: completionQueue, handler: completionHandler))
     }
 
     /// The `async` twin of ``setUIPolicyIdentities(_:for:completionQueue:completionHandler:)``.
@@ -70,12 +92,14 @@ extension PolicyManager {
     public func setUIPolicyIdentities(
         _ identities: [Identity], for window: WindowID? = nil, isolation: isolated (any Actor)? = #isolation
     ) async -> SwitchIdentityResult {
-        let onMain = IdentityContext.isOnMainThread
+        // The main-thread rule looks at the caller, so both are read here, before any suspension; the
+        // main-thread test (a queue-specific lookup) only matters with a thread identity set.
         let thread = IdentityContext.currentThreadIdentity
+        let onMain = thread != nil && IdentityContext.isOnMainThread
         return await withCheckedContinuation { continuation in
             startSwitch(
                 identities, window: window,
-                completion: Completion(queue: nil) { continuation.resume(returning: $0) },
+                completion: SwitchCompletion(queue: nil) { continuation.resume(returning: $0) },
                 onMainThread: onMain, threadIdentity: thread)
         }
     }
@@ -86,19 +110,35 @@ extension PolicyManager {
         return state.withLock { $0.switches.identities(for: window) }
     }
 
+    /// The handshake (rules 1 to 4 above) for `requested`, duplicates dropped.
     func startSwitch(
-        _ requested: [Identity], window: WindowID?, completion: Completion<SwitchIdentityResult>,
-        onMainThread: Bool = IdentityContext.isOnMainThread,
+        _ requested: [Identity], window: WindowID?, completion: SwitchCompletion,
+        onMainThread: Bool? = nil,
+        threadIdentity: Identity? = IdentityContext.currentThreadIdentity
+    ) {
+        startSwitch(
+            unique: requested.count < 2 ? requested : Self.deduplicated(requested), window: window,
+            completion: completion, onMainThread: onMainThread, threadIdentity: threadIdentity)
+    }
+
+    /// The handshake (rules 1 to 4 above) for `identities`, which has no duplicates. `onMainThread` `nil`:
+    /// test the current thread, and only when the main-thread rule needs it (a thread identity is set).
+    ///
+    /// The common call, one unmanaged account or a clear, takes the manager's lock once and allocates nothing
+    /// beyond the completion's dispatch when the window shows that account already (the list the window
+    /// shows is made only when it changes); `.uiIdentityDidChange` is posted only when the window's identities
+    /// changed.
+    func startSwitch<Identities: Collection<Identity>>(
+        unique identities: Identities, window: WindowID?, completion: SwitchCompletion,
+        onMainThread: Bool? = nil,
         threadIdentity: Identity? = IdentityContext.currentThreadIdentity
     ) {
         let window = resolve(window)
-        var identities: [Identity] = []
-        for identity in requested where !identities.contains(identity) { identities.append(identity) }
-        if onMainThread, let threadIdentity, !identities.isEmpty, !identities.contains(threadIdentity) {
+        if let threadIdentity, !identities.isEmpty, !identities.contains(threadIdentity),
+           onMainThread ?? IdentityContext.isOnMainThread {
             return completion.deliver(.notAllowed)
         }
-        let attempt = SwitchAttempt()
-        let decision = state.withLock { state -> (action: UISwitchStateMachine.StartAction, managed: [Identity], checks: [any ConditionalLaunchCheck])? in
+        let decision = state.withLock { state -> StartDecision? in
             var managed: [Identity] = []
             for identity in identities {
                 switch Self.switchStanding(of: identity, in: state) {
@@ -107,22 +147,28 @@ extension PolicyManager {
                 case .unmanaged: break
                 }
             }
-            let action = state.switches.start(
-                window: window, identities: identities, needsChecks: !managed.isEmpty,
-                completion: completion, attempt: attempt)
+            // Only a call that runs checks needs an attempt (its task's handle and cancellation flag).
+            let attempt = managed.isEmpty ? nil : SwitchAttempt()
+            let (action, changed) = state.switches.startReportingChange(
+                window: window, identities: identities, needsChecks: attempt != nil,
+                completion: completion.stored, attempt: attempt ?? SwitchAttempt())
             if case .applied = action, scope == .processWide {
                 IdentityContext.setUIPolicyIdentity(identities.first, for: window)
             }
-            return (action, managed, state.checks)
+            return StartDecision(action: action, changed: changed, managed: managed, checks: attempt == nil ? [] : state.checks, attempt: attempt)
         }
-        guard let (action, managed, checks) = decision else { return completion.deliver(.notAllowed) }
-        switch action {
+        guard let decision else { return completion.deliver(.notAllowed) }
+        switch decision.action {
         case let .applied(superseded):
             superseded.map(cancel)
             completion.deliver(.success)
-            send(.uiIdentityDidChange(window: window, identity: identities.first))
+            if decision.changed { send(.uiIdentityDidChange(window: window, identity: identities.first)) }
         case let .runChecks(token, superseded):
             superseded.map(cancel)
+            // A call is put in flight exactly when it has an attempt (`needsChecks: attempt != nil` above).
+            guard let attempt = decision.attempt else { preconditionFailure("a switch in flight has an attempt") }
+            let managed = decision.managed
+            let checks = decision.checks
             let task = Task.detached { [weak self] in
                 var verdict: (outcome: ConditionalLaunchOutcome, account: Identity?) = (.passes, nil)
                 for identity in managed where verdict.outcome == .passes {
@@ -137,17 +183,40 @@ extension PolicyManager {
         }
     }
 
+    /// What ``startSwitch(_:window:completion:onMainThread:threadIdentity:)`` decided under the lock.
+    struct StartDecision {
+        let action: UISwitchStateMachine.StartAction
+        /// Whether the window's identities changed (an applied call only).
+        let changed: Bool
+        /// The managed accounts whose checks run, and the checks (empty when none run).
+        let managed: [Identity]
+        let checks: [any ConditionalLaunchCheck]
+        /// The attempt of a call that runs checks.
+        let attempt: SwitchAttempt?
+    }
+
+    /// `identities` without repeats, in their first order.
+    private static func deduplicated(_ identities: [Identity]) -> [Identity] {
+        var unique: [Identity] = []
+        unique.reserveCapacity(identities.count)
+        for identity in identities where !unique.contains(identity) { unique.append(identity) }
+        return unique
+    }
+
     enum SwitchStanding { case refused, managed, unmanaged }
 
     /// DESIGN §4 rule 1 for one account, under the lock: refused when blocked, outside ``allowedAccounts`` or
     /// claimed; otherwise managed (its checks run) or unmanaged (switches at once).
+    ///
+    /// The same rule as `blockReason(for:in:) != nil` plus the allow list and the claim, with one lookup of the
+    /// account's standing (and none of its block causes while no account has any).
     static func switchStanding(of identity: Identity, in state: State) -> SwitchStanding {
         guard !identity.isUnmanaged else { return .unmanaged }
-        if blockReason(for: identity, in: state) != nil { return .refused }
+        if !state.blocks.isEmpty, let causes = state.blocks[identity], !causes.isEmpty { return .refused }
         if let allowed = state.settings.allowedAccounts, !allowed.contains(identity) { return .refused }
         switch state.accounts.standing(of: identity) {
         case .claimed: return .refused
-        case .managed: return .managed
+        case let .managed(policy): return policy.isAccountBlocked ? .refused : .managed
         case nil: return .unmanaged
         }
     }
@@ -165,14 +234,14 @@ extension PolicyManager {
 
     /// The checks of `token` ended; `account` is the one whose checks decided the outcome.
     private func finishSwitch(window: WindowID, token: UInt64, outcome: ConditionalLaunchOutcome, account: Identity?) {
-        let action = state.withLock { state in
-            let action = state.switches.finish(window: window, token: token, outcome: outcome)
+        let (action, changed) = state.withLock { state in
+            let (action, changed) = state.switches.finishReportingChange(window: window, token: token, outcome: outcome)
             if case let .complete(_, _, applied) = action, applied, scope == .processWide {
                 IdentityContext.setUIPolicyIdentity(state.switches.identity(for: window), for: window)
             }
-            return action
+            return (action, changed)
         }
-        guard case let .complete(completion, result, applied) = action else { return }
+        guard case let .complete(completion, result, _) = action else { return }
         if let account {
             switch outcome {
             case .fails: block(account, reason: .conditionalLaunchBlocked, window: window)
@@ -181,7 +250,7 @@ extension PolicyManager {
             }
         }
         completion.deliver(result)
-        if applied { send(.uiIdentityDidChange(window: window, identity: uiPolicyIdentity(for: window))) }
+        if changed { send(.uiIdentityDidChange(window: window, identity: uiPolicyIdentity(for: window))) }
     }
 
     func cancel(_ flight: UISwitchStateMachine.InFlight) {
@@ -191,12 +260,12 @@ extension PolicyManager {
 
     /// Sets the UI identity of `window` directly, superseding a switch in flight (runtime-initiated switches).
     func forceUIIdentity(_ identity: Identity?, for window: WindowID) {
-        let superseded = state.withLock { state in
-            let superseded = state.switches.force(window: window, identity: identity)
+        let (superseded, changed) = state.withLock { state in
+            let forced = state.switches.forceReportingChange(window: window, identity: identity)
             if scope == .processWide { IdentityContext.setUIPolicyIdentity(identity, for: window) }
-            return superseded
+            return forced
         }
         superseded.map(cancel)
-        send(.uiIdentityDidChange(window: window, identity: identity))
+        if changed { send(.uiIdentityDidChange(window: window, identity: identity)) }
     }
 }

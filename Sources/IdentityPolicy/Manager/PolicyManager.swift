@@ -90,7 +90,8 @@ public final class PolicyManager: Sendable {
     ) {
         self.scope = scope
         broadcaster = PolicyEventBroadcaster(
-            notificationCenter: notificationCenter ?? (scope == .processWide ? .default : NotificationCenter()))
+            notificationCenter: notificationCenter ?? (scope == .processWide ? .default : NotificationCenter()),
+            isPrivate: notificationCenter == nil && scope != .processWide)
         var source = policySource
         if source == nil, let directory = settings.policyDirectory {
             let directorySource = DirectoryPolicySource(directory: directory, pollInterval: settings.policyPollInterval)
@@ -186,6 +187,9 @@ public final class PolicyManager: Sendable {
     }
 
     /// The notification center this manager posts to.
+    ///
+    /// > Note: An isolated manager's private center has no observers before it is read here, so until then
+    /// > the manager builds and posts no notification (events still reach ``events`` subscribers).
     public var notificationCenter: NotificationCenter {
         broadcaster.notificationCenter
     }
@@ -410,8 +414,8 @@ public final class PolicyManager: Sendable {
 
     // MARK: Events
 
-    func send(_ event: PolicyEvent) {
-        broadcaster.send(event, object: self)
+    func send(_ event: @autoclosure () -> PolicyEvent) {
+        broadcaster.send(event(), object: self)
     }
 
     /// Clears every identity this manager holds and supersedes switches in flight (they complete

@@ -32,8 +32,42 @@ struct UISwitchStateMachine {
         case complete(Completion<SwitchIdentityResult>, SwitchIdentityResult, applied: Bool)
     }
 
-    /// The identities each window shows (never an empty list: a window showing nothing has no entry).
-    private(set) var shown: [WindowID: [Identity]] = [:]
+    /// What one window shows: one identity (nearly every window), kept without an array, or several.
+    private enum Shown: Equatable {
+        case one(Identity)
+        /// Two or more, in the order they were set.
+        case several([Identity])
+
+        /// `nil` for an empty collection.
+        init?(_ identities: some Collection<Identity>) {
+            guard let first = identities.first else { return nil }
+            self = identities.count == 1 ? .one(first) : .several(Array(identities))
+        }
+
+        var first: Identity {
+            switch self {
+            case let .one(identity): identity
+            case let .several(identities): identities[0]
+            }
+        }
+
+        var all: [Identity] {
+            switch self {
+            case let .one(identity): [identity]
+            case let .several(identities): identities
+            }
+        }
+
+        func contains(_ identity: Identity) -> Bool {
+            switch self {
+            case let .one(shown): shown == identity
+            case let .several(identities): identities.contains(identity)
+            }
+        }
+    }
+
+    /// What each window shows (a window showing nothing has no entry).
+    private var shown: [WindowID: Shown] = [:]
     private var inFlight: [WindowID: InFlight] = [:]
     private var nextToken: UInt64 = 0
 
@@ -44,7 +78,7 @@ struct UISwitchStateMachine {
 
     /// Every identity `window` shows, in the order they were set.
     func identities(for window: WindowID) -> [Identity] {
-        shown[window] ?? []
+        shown[window]?.all ?? []
     }
 
     /// A new call for `window` with one identity (`nil`: clear the window).
@@ -59,39 +93,78 @@ struct UISwitchStateMachine {
     /// otherwise it is put in flight. Either way, the switch in flight for `window` (if any) is superseded.
     mutating func start(
         window: WindowID, identities: [Identity], needsChecks: Bool,
-        completion: Completion<SwitchIdentityResult>, attempt: SwitchAttempt
+        completion: Completion<SwitchIdentityResult>, attempt: @autoclosure () -> SwitchAttempt
     ) -> StartAction {
-        let superseded = inFlight.removeValue(forKey: window)
+        startReportingChange(
+            window: window, identities: identities, needsChecks: needsChecks, completion: completion, attempt: attempt()
+        ).action
+    }
+
+    /// ``start(window:identities:needsChecks:completion:attempt:)``, also telling whether the identities
+    /// `window` shows changed (only an applied call changes them). `completion` and `attempt` are made only
+    /// for a call put in flight.
+    mutating func startReportingChange<Identities: Collection<Identity>>(
+        window: WindowID, identities: Identities, needsChecks: Bool,
+        completion: @autoclosure () -> Completion<SwitchIdentityResult>, attempt: @autoclosure () -> SwitchAttempt
+    ) -> (action: StartAction, changed: Bool) {
+        // Most windows have no switch in flight: skip the hash lookup then.
+        let superseded = inFlight.isEmpty ? nil : inFlight.removeValue(forKey: window)
         guard needsChecks, !identities.isEmpty else {
-            shown[window] = identities.isEmpty ? nil : identities
-            return .applied(superseded: superseded)
+            return (.applied(superseded: superseded), show(identities, in: window))
         }
         nextToken &+= 1
-        inFlight[window] = InFlight(token: nextToken, identities: identities, completion: completion, attempt: attempt)
-        return .runChecks(token: nextToken, superseded: superseded)
+        inFlight[window] = InFlight(token: nextToken, identities: Array(identities), completion: completion(), attempt: attempt())
+        return (.runChecks(token: nextToken, superseded: superseded), false)
     }
 
     /// The checks of `token` ended with `outcome`.
     mutating func finish(window: WindowID, token: UInt64, outcome: ConditionalLaunchOutcome) -> FinishAction {
-        guard let current = inFlight[window], current.token == token else { return .none }
+        finishReportingChange(window: window, token: token, outcome: outcome).action
+    }
+
+    /// ``finish(window:token:outcome:)``, also telling whether the identities `window` shows changed.
+    mutating func finishReportingChange(
+        window: WindowID, token: UInt64, outcome: ConditionalLaunchOutcome
+    ) -> (action: FinishAction, changed: Bool) {
+        guard let current = inFlight[window], current.token == token else { return (.none, false) }
         inFlight[window] = nil
         switch outcome {
         case .passes:
-            shown[window] = current.identities
-            return .complete(current.completion, .success, applied: true)
+            let changed = show(current.identities, in: window)
+            return (.complete(current.completion, .success, applied: true), changed)
         case .cancels:
-            return .complete(current.completion, .canceled, applied: false)
+            return (.complete(current.completion, .canceled, applied: false), false)
         case .fails:
-            return .complete(current.completion, .failed, applied: false)
+            return (.complete(current.completion, .failed, applied: false), false)
         }
     }
 
     /// Sets the identity of `window` directly (a runtime-initiated switch the delegate accepted), superseding
     /// the switch in flight.
     mutating func force(window: WindowID, identity: Identity?) -> InFlight? {
-        let superseded = inFlight.removeValue(forKey: window)
-        shown[window] = identity.map { [$0] }
-        return superseded
+        forceReportingChange(window: window, identity: identity).superseded
+    }
+
+    /// ``force(window:identity:)``, also telling whether the identities `window` shows changed.
+    mutating func forceReportingChange(window: WindowID, identity: Identity?) -> (superseded: InFlight?, changed: Bool) {
+        let superseded = inFlight.isEmpty ? nil : inFlight.removeValue(forKey: window)
+        return (superseded, show(identity.map { [$0] } ?? [], in: window))
+    }
+
+    /// Makes `window` show `identities` (empty: nothing); returns whether that differs from what it showed.
+    private mutating func show<Identities: Collection<Identity>>(_ identities: Identities, in window: WindowID) -> Bool {
+        guard let new = Shown(identities) else {
+            return shown.removeValue(forKey: window) != nil
+        }
+        return Self.replace(&shown[window], with: new)
+    }
+
+    /// Replaces `current` with `new` unless they are equal (in place, so the caller's dictionary entry is looked
+    /// up once); returns whether they differed.
+    private static func replace(_ current: inout Shown?, with new: Shown) -> Bool {
+        guard current != new else { return false }
+        current = new
+        return true
     }
 
     /// Removes `identity` from every window showing it (after a wipe) and supersedes switches to it. A window
@@ -99,8 +172,8 @@ struct UISwitchStateMachine {
     mutating func clear(identity: Identity) -> (windows: [WindowID], superseded: [InFlight]) {
         let windows = shown.filter { $0.value.contains(identity) }.map(\.key)
         for window in windows {
-            let remaining = shown[window, default: []].filter { $0 != identity }
-            shown[window] = remaining.isEmpty ? nil : remaining
+            let remaining = (shown[window]?.all ?? []).filter { $0 != identity }
+            shown[window] = Shown(remaining)
         }
         let superseded = inFlight.filter { $0.value.identities.contains(identity) }
         for window in superseded.keys { inFlight[window] = nil }

@@ -14,7 +14,9 @@ import Darwin
 /// sanitizer. Every pthread return code is checked.
 package final class LockedValue<Value> {
     @usableFromInline let mutex: UnsafeMutablePointer<pthread_mutex_t>
-    @usableFromInline var value: Value
+    /// Reached only under the mutex, which already makes every access exclusive, so the runtime's dynamic
+    /// exclusivity check (a `swift_beginAccess` / `swift_endAccess` pair per `withLock`) is switched off.
+    @usableFromInline @exclusivity(unchecked) var value: Value
 
     package init(_ value: Value) {
         self.value = value
