@@ -6,7 +6,7 @@
 #
 #   scripts/callgrind-pairs.sh                    # print the table
 #   scripts/callgrind-pairs.sh --check FILE       # also fail when a member exceeds its limit in FILE
-#   scripts/callgrind-pairs.sh --write FILE       # write measured counts + headroom (3%, 6% for operations
+#   scripts/callgrind-pairs.sh --write FILE       # write measured counts + headroom (3%, 6% for operations, protect,
 #                                                 # and tasks, 25% for the shared-manager switch, + 20) as
 #                                                 # the limits
 #
@@ -27,7 +27,7 @@ esac
 command -v valgrind >/dev/null || { echo "valgrind is required (apt-get install valgrind)" >&2; exit 1; }
 
 count="${IDENTITY_CALLGRIND_COUNT:-20000}"
-pairs="${IDENTITY_CALLGRIND_PAIRS:-async-identity async-no-identity sync operation-subclass task-in-scope read-file-identity read-nothing-set ui-switch-unmanaged ui-switch-unmanaged-change ui-switch-shared-change}"
+pairs="${IDENTITY_CALLGRIND_PAIRS:-async-identity async-no-identity sync operation-subclass task-in-scope read-file-identity read-nothing-set ui-switch-unmanaged ui-switch-unmanaged-change ui-switch-shared-change protect-1k unprotect-1k}"
 harness="${IDENTITY_HARNESS:-}"
 if [ -z "$harness" ]; then
     swift build -c release --product identity-harness >&2
@@ -64,7 +64,7 @@ for pair in $pairs; do
         # move by a few percent between runs; dispatch (submitted while suspended) and reads repeat exactly.
         # A switch on PolicyManager.shared posts to NotificationCenter.default, whose post moves by up to 20%.
         headroom=103
-        case "$pair" in operation-*|task-*) headroom=106 ;; ui-switch-shared-*) headroom=125 ;; esac
+        case "$pair" in operation-*|task-*|protect-*|unprotect-*) headroom=106 ;; ui-switch-shared-*) headroom=125 ;; esac
         echo "$pair ours $(( per[ours] * headroom / 100 + 20 ))" >> "$limits.tmp"
     elif [ "$mode" = "check" ]; then
         limit=$(awk -v p="$pair" '$1 == p && $2 == "ours" { print $3 }' "$limits")
