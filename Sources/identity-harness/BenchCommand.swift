@@ -46,6 +46,8 @@ enum BenchCommand {
         var rounds = 9
         var scale = 1.0
         var pair: String?
+        /// Prints the table for this pair only.
+        var only: String?
         var side = Side.ours
         var count = 20_000
     }
@@ -58,6 +60,7 @@ enum BenchCommand {
             case "--rounds": options.rounds = arguments.popFirst().flatMap(Int.init) ?? options.rounds
             case "--scale": options.scale = arguments.popFirst().flatMap(Double.init) ?? options.scale
             case "--pair": options.pair = arguments.popFirst()
+            case "--only": options.only = arguments.popFirst()
             case "--count": options.count = arguments.popFirst().flatMap(Int.init) ?? options.count
             case "--side":
                 guard let side = arguments.popFirst().flatMap(Side.init(rawValue:)) else {
@@ -88,7 +91,12 @@ enum BenchCommand {
         #if DEBUG
         print("note: debug build; run `swift run -c release identity-harness bench` for meaningful figures")
         #endif
-        printTable(pairs, rounds: options.rounds)
+        let shown = options.only.map { name in pairs.filter { $0.name == name } } ?? pairs
+        guard !shown.isEmpty else {
+            FileHandle.standardError.write(Data("bench: unknown pair \(options.only ?? "")\n".utf8))
+            return false
+        }
+        printTable(shown, rounds: options.rounds)
         return true
     }
 
@@ -364,6 +372,7 @@ enum BenchCommand {
                      for _ in 0..<count where IdentityContext.effectiveFileIdentity != nil { hits &+= 1 }
                      counter.value &+= hits
                  }),
+            assertionPair(operations: n(4_000)),
         ]
     }
 }
