@@ -56,7 +56,11 @@ struct PlannedRequest: Sendable {
             method = .POST
             path = "/docs/\(me)/note/export?to=\(target.rawValue)"
             body = nil
-            expectedStatus = Tenants.policy(tenant: tenant).isSaveToAllowed(for: target.location) ? 200 : 403
+            // What the tenant's policy answers for a copy to the account's own location (the service asks the
+            // same question with the account's policy from the request context).
+            let allowed = Tenants.policy(tenant: tenant).isSaveToAllowed(
+                for: target.location, account: Tenants.account(tenant: tenant, user: user))
+            expectedStatus = allowed ? 200 : 403
             expectedOwner = nil
         default:
             kind = .readOwn
