@@ -56,11 +56,10 @@ struct PlannedRequest: Sendable {
             method = .POST
             path = "/docs/\(me)/note/export?to=\(target.rawValue)"
             body = nil
-            // What the tenant's policy answers for a copy to the account's own location (the service asks the
-            // same question with the account's policy from the request context).
-            let allowed = Tenants.policy(tenant: tenant).isSaveToAllowed(
-                for: target.location, account: Tenants.account(tenant: tenant, user: user))
-            expectedStatus = allowed ? 200 : 403
+            // The tenant's rule (see Tenants): even tenants save to OneDrive and SharePoint, odd ones to OneDrive
+            // and the local drive; the service asks the account's policy from the request context.
+            let allowed: Set<ExportTarget> = Tenants.encryptsFiles(tenant: tenant) ? [.onedrive, .sharepoint] : [.onedrive, .local]
+            expectedStatus = allowed.contains(target) ? 200 : 403
             expectedOwner = nil
         default:
             kind = .readOwn
