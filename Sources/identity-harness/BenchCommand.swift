@@ -23,7 +23,9 @@ import Synchronization
 /// Two modes:
 /// - the table (default): every pair, the three members interleaved (raw, peer, ours, raw, ...) over
 ///   several rounds, printed as median ns per operation and the median ratios ours/raw and ours/peer.
-///   Run it in release mode: `swift run -c release identity-harness bench`.
+///   Run it in release mode: `swift run -c release identity-harness bench`. `--only NAME` prints one pair;
+///   `--cpu-time` measures the calling thread's CPU time instead of wall clock (meaningful only for pairs that
+///   run on the calling thread, such as `assertion-verify`), so that a loaded machine does not count.
 /// - one member (`--pair NAME --side raw|peer|ours --count N`): runs a warm-up of 1,000 operations, then
 ///   `N` operations of that member, and nothing else, for `scripts/callgrind-pairs.sh` to count
 ///   instructions (a run with `--count 0` is the baseline it subtracts).
@@ -57,6 +59,11 @@ enum BenchCommand {
         var rounds = 9
         var scale = 1.0
         var pair: String?
+        /// Prints the table for this pair only.
+        var only: String?
+        /// Measures the calling thread's CPU time instead of wall clock: for pairs whose members run on the
+        /// calling thread only (`assertion-verify`, the reads), so that a loaded machine does not count.
+        var cpuTime = false
         var side = Side.ours
         var count = 20_000
     }
@@ -69,6 +76,8 @@ enum BenchCommand {
             case "--rounds": options.rounds = arguments.popFirst().flatMap(Int.init) ?? options.rounds
             case "--scale": options.scale = arguments.popFirst().flatMap(Double.init) ?? options.scale
             case "--pair": options.pair = arguments.popFirst()
+            case "--only": options.only = arguments.popFirst()
+            case "--cpu-time": options.cpuTime = true
             case "--count": options.count = arguments.popFirst().flatMap(Int.init) ?? options.count
             case "--side":
                 guard let side = arguments.popFirst().flatMap(Side.init(rawValue:)) else {
@@ -99,12 +108,18 @@ enum BenchCommand {
         #if DEBUG
         print("note: debug build; run `swift run -c release identity-harness bench` for meaningful figures")
         #endif
-        printTable(pairs, rounds: options.rounds)
+        let shown = options.only.map { name in pairs.filter { $0.name == name } } ?? pairs
+        guard !shown.isEmpty else {
+            FileHandle.standardError.write(Data("bench: unknown pair \(options.only ?? "")\n".utf8))
+            return false
+        }
+        printTable(shown, rounds: options.rounds, cpuTime: options.cpuTime)
         return true
     }
 
-    static func printTable(_ pairs: [Pair], rounds: Int) {
-        print("| pair | raw ns/op | peer ns/op | ours ns/op | ours/raw (min–max) | ours/peer | target ours/raw |")
+    static func printTable(_ pairs: [Pair], rounds: Int, cpuTime: Bool = false) {
+        let unit = cpuTime ? "CPU ns/op" : "ns/op"
+        print("| pair | raw \(unit) | peer \(unit) | ours \(unit) | ours/raw (min–max) | ours/peer | target ours/raw |")
         print("|---|---:|---:|---:|---:|---:|---|")
         for pair in pairs {
             // Warm up every member once.
@@ -115,7 +130,7 @@ enum BenchCommand {
             for _ in 0..<rounds {
                 var round: [Side: Double] = [:]
                 for side in Side.allCases {
-                    round[side] = nanosecondsPerOperation(pair.operations, pair.body(side))
+                    round[side] = nanosecondsPerOperation(pair.operations, cpuTime: cpuTime, pair.body(side))
                     times[side, default: []].append(round[side]!)
                 }
                 oursToRaw.append(round[.ours]! / round[.raw]!)
@@ -131,11 +146,19 @@ enum BenchCommand {
         }
     }
 
-    static func nanosecondsPerOperation(_ operations: Int, _ body: (Int) -> Void) -> Double {
-        let start = DispatchTime.now().uptimeNanoseconds
+    static func nanosecondsPerOperation(_ operations: Int, cpuTime: Bool = false, _ body: (Int) -> Void) -> Double {
+        let now = cpuTime ? threadCPUNanoseconds : { DispatchTime.now().uptimeNanoseconds }
+        let start = now()
         body(operations)
-        let end = DispatchTime.now().uptimeNanoseconds
+        let end = now()
         return Double(end - start) / Double(operations)
+    }
+
+    /// The calling thread's CPU time (`CLOCK_THREAD_CPUTIME_ID`).
+    static func threadCPUNanoseconds() -> UInt64 {
+        var time = timespec()
+        guard clock_gettime(CLOCK_THREAD_CPUTIME_ID, &time) == 0 else { return DispatchTime.now().uptimeNanoseconds }
+        return UInt64(time.tv_sec) * 1_000_000_000 + UInt64(time.tv_nsec)
     }
 
     static func median(_ values: [Double]) -> Double {
@@ -466,6 +489,7 @@ enum BenchCommand {
                          alternate.value & 1 == 0 ? unmanaged : otherUnmanaged, for: benchWindow,
                          completionQueue: completionQueue, completionHandler: completed)
                  }),
+            assertionPair(operations: n(4_000)),
         ] + protectionPairs(operations: n(20_000))
     }
 }

@@ -27,13 +27,19 @@ enum Base64URL {
 
     /// The bytes of `text`, or `nil` when it is not canonical base64url without padding.
     static func decode(_ text: Substring) -> [UInt8]? {
-        let characters = Array(text.utf8)
+        decode(Array(text.utf8)[...])
+    }
+
+    /// The bytes `characters` (base64url text) encode, or `nil` when they are not canonical base64url
+    /// without padding.
+    static func decode(_ characters: ArraySlice<UInt8>) -> [UInt8]? {
         guard characters.count % 4 != 1 else { return nil }
         var output: [UInt8] = []
         output.reserveCapacity(characters.count * 3 / 4)
-        var index = 0
-        while index < characters.count {
-            let end = min(index + 4, characters.count)
+        let values = Self.values
+        var index = characters.startIndex
+        while index < characters.endIndex {
+            let end = min(index + 4, characters.endIndex)
             var block: UInt32 = 0
             for position in index..<end {
                 let value = values[Int(characters[position])]

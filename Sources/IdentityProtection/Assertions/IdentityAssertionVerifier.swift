@@ -5,7 +5,10 @@ import IdentityRuntime
 /// with a set of Ed25519 keys by key ID, and accepts each token once.
 ///
 /// Checks, in order; the first that fails throws its ``AssertionError``:
-/// 1. At most 8 KiB; three parts of canonical base64url without padding; header and claims JSON objects.
+/// 1. At most 8 KiB; three parts of canonical base64url without padding; header and claims JSON objects in
+///    UTF-8, read strictly in one pass: a member name given twice is refused (a token must not mean one thing
+///    to this verifier and another to a parser that keeps the other duplicate), and so are invalid UTF-8, lone
+///    surrogates, and `iat` / `exp` / `nbf` that are not integers.
 /// 2. Header: `alg` exactly `EdDSA` (never `none`, never an HMAC or RSA algorithm, whatever key it names);
 ///    `kid` names a key of the set; `typ`, if present, is `JWT`; no other member (no `jwk`, `jku`, `x5u`,
 ///    `x5c`, `crit`: a token never chooses its own key).
@@ -76,90 +79,107 @@ public final class IdentityAssertionVerifier: Sendable {
         return assertion
     }
 
-    private struct Header: Decodable {
-        let alg: String
-        let kid: String?
-        let typ: String?
-    }
-
-    private enum Audience: Decodable {
-        case one(String)
-        case many([String])
-
-        init(from decoder: any Decoder) throws {
-            let container = try decoder.singleValueContainer()
-            if let one = try? container.decode(String.self) { self = .one(one) } else { self = .many(try container.decode([String].self)) }
-        }
-
-        var names: [String] {
-            switch self {
-            case let .one(name): [name]
-            case let .many(names): names
-            }
-        }
-    }
-
-    private struct Claims: Decodable {
-        let sub: String
-        let iss: String
-        let aud: Audience
-        let iat: Int64
-        let exp: Int64
-        let nbf: Int64?
-        let jti: String
-        let tid: String?
-    }
-
     /// Every check but the replay cache.
     private func check(_ token: String) throws(AssertionError) -> IdentityAssertion {
         guard token.utf8.count <= Self.maximumTokenLength else { throw .malformed("longer than \(Self.maximumTokenLength) bytes") }
-        let parts = token.split(separator: ".", omittingEmptySubsequences: false)
-        guard parts.count == 3 else { throw .malformed("\(parts.count) parts, not 3") }
-        guard let headerBytes = Base64URL.decode(parts[0]), let claimBytes = Base64URL.decode(parts[1]),
-              let signature = Base64URL.decode(parts[2]) else { throw .malformed("not canonical base64url") }
-        let headerObject = try Self.object(headerBytes, "header")
-        for key in headerObject.keys where !["alg", "kid", "typ"].contains(key) { throw .unsupportedHeader(key) }
-        let header: Header
-        do { header = try JSONDecoder().decode(Header.self, from: Data(headerBytes)) } catch {
-            throw .malformed("header: \(error)")
+        let bytes = Array(token.utf8)
+        var dots: [Int] = []
+        for (index, byte) in bytes.enumerated() where byte == UInt8(ascii: ".") {
+            dots.append(index)
+            if dots.count > 2 { break }
         }
-        guard header.alg == "EdDSA" else { throw .unsupportedAlgorithm(header.alg) }
-        if let typ = header.typ, typ != "JWT" { throw .unsupportedHeader("typ \(typ)") }
-        guard let keyID = header.kid else { throw .malformed("no kid") }
+        guard dots.count == 2 else {
+            throw .malformed("\(dots.count > 2 ? "more than 3" : "\(dots.count + 1)") parts, not 3")
+        }
+        guard let headerBytes = Base64URL.decode(bytes[..<dots[0]]),
+              let claimBytes = Base64URL.decode(bytes[(dots[0] + 1)..<dots[1]]),
+              let signature = Base64URL.decode(bytes[(dots[1] + 1)...]) else { throw .malformed("not canonical base64url") }
+
+        // The header: alg, kid, typ and nothing else (a token never chooses its own key).
+        let header = try Self.object(headerBytes, "header")
+        if header.count > 3 || header.keys.contains(where: { !["alg", "kid", "typ"].contains($0) }) {
+            let unknown = header.keys.filter { !["alg", "kid", "typ"].contains($0) }.sorted()
+            throw .unsupportedHeader(unknown[0])
+        }
+        guard case let .string(algorithm) = header["alg"] else { throw .malformed("header: alg missing or not a string") }
+        guard algorithm == "EdDSA" else { throw .unsupportedAlgorithm(algorithm) }
+        switch header["typ"] {
+        case nil, .null: break
+        case let .string(typ): if typ != "JWT" { throw .unsupportedHeader("typ \(typ)") }
+        default: throw .malformed("header: typ is not a string")
+        }
+        let keyID: String
+        switch header["kid"] {
+        case let .string(kid): keyID = kid
+        case nil, .null: throw .malformed("no kid")
+        default: throw .malformed("header: kid is not a string")
+        }
         guard let key = keySet.withLock({ $0[keyID] }) else { throw .unknownKey(keyID) }
-        let signingInput = Array(parts[0].utf8) + [UInt8(ascii: ".")] + Array(parts[1].utf8)
         let valid: Bool
-        do { valid = try key.isValidSignature(signature, of: signingInput) } catch {
+        do { valid = try key.isValidSignature(signature, of: Array(bytes[..<dots[1]])) } catch {
             throw .malformed("the signature could not be checked: \(error)")
         }
         guard valid else { throw .badSignature }
-        _ = try Self.object(claimBytes, "claims")
-        let claims: Claims
-        do { claims = try JSONDecoder().decode(Claims.self, from: Data(claimBytes)) } catch {
-            throw .malformed("claims: \(error)")
+
+        // The claims, with their types; members not read here are checked for syntax only.
+        let claims = try Self.object(claimBytes, "claims")
+        let subject = try Self.string(claims, "sub"), issuer = try Self.string(claims, "iss")
+        let tokenID = try Self.string(claims, "jti")
+        let tenant = try Self.optionalString(claims, "tid")
+        let audiences: [String]
+        switch claims["aud"] {
+        case let .string(one): audiences = [one]
+        case let .strings(many): audiences = many
+        default: throw .malformed("claims: aud missing, or neither a string nor an array of strings")
         }
-        guard issuers.contains(claims.iss) else { throw .wrongIssuer(claims.iss) }
-        guard claims.aud.names.contains(audience) else { throw .wrongAudience(claims.aud.names.joined(separator: ",")) }
+        let issuedAt = try Self.integer(claims, "iat"), expiresAt = try Self.integer(claims, "exp")
+        let notBefore: Int64?
+        switch claims["nbf"] {
+        case nil, .null: notBefore = nil
+        case let .integer(value): notBefore = value
+        default: throw .malformed("claims: nbf is not an integer")
+        }
+
+        guard issuers.contains(issuer) else { throw .wrongIssuer(issuer) }
+        guard audiences.contains(audience) else { throw .wrongAudience(audiences.joined(separator: ",")) }
         let now = clock().timeIntervalSince1970
-        guard Double(claims.exp) + clockSkew > now else { throw .expired(at: Date(timeIntervalSince1970: Double(claims.exp))) }
-        if let nbf = claims.nbf, Double(nbf) - clockSkew > now { throw .notYetValid(until: Date(timeIntervalSince1970: Double(nbf))) }
-        guard Double(claims.iat) - clockSkew <= now else { throw .notYetValid(until: Date(timeIntervalSince1970: Double(claims.iat))) }
-        guard !claims.jti.isEmpty, claims.jti.utf8.count <= 256 else { throw .malformed("jti empty or longer than 256 bytes") }
+        guard Double(expiresAt) + clockSkew > now else { throw .expired(at: Date(timeIntervalSince1970: Double(expiresAt))) }
+        if let notBefore, Double(notBefore) - clockSkew > now { throw .notYetValid(until: Date(timeIntervalSince1970: Double(notBefore))) }
+        guard Double(issuedAt) - clockSkew <= now else { throw .notYetValid(until: Date(timeIntervalSince1970: Double(issuedAt))) }
+        guard !tokenID.isEmpty, tokenID.utf8.count <= 256 else { throw .malformed("jti empty or longer than 256 bytes") }
         let account: Identity
-        do { account = try Identity(validating: claims.sub) } catch { throw .invalidAccount("\(error)") }
+        do { account = try Identity(validating: subject) } catch { throw .invalidAccount("\(error)") }
         guard !account.isUnmanaged else { throw .invalidAccount("sub is empty") }
         return IdentityAssertion(
-            account: account, tenant: claims.tid, issuer: claims.iss, audience: audience,
-            issuedAt: Date(timeIntervalSince1970: Double(claims.iat)),
-            notBefore: claims.nbf.map { Date(timeIntervalSince1970: Double($0)) },
-            expiresAt: Date(timeIntervalSince1970: Double(claims.exp)), tokenID: claims.jti)
+            account: account, tenant: tenant, issuer: issuer, audience: audience,
+            issuedAt: Date(timeIntervalSince1970: Double(issuedAt)),
+            notBefore: notBefore.map { Date(timeIntervalSince1970: Double($0)) },
+            expiresAt: Date(timeIntervalSince1970: Double(expiresAt)), tokenID: tokenID)
     }
 
-    private static func object(_ bytes: [UInt8], _ part: String) throws(AssertionError) -> [String: Any] {
-        guard let object = try? JSONSerialization.jsonObject(with: Data(bytes)) as? [String: Any] else {
-            throw .malformed("the \(part) is not a JSON object")
+    private static func object(_ bytes: [UInt8], _ part: String) throws(AssertionError) -> [String: AssertionJSON.Value] {
+        switch AssertionJSON.object(bytes) {
+        case let .success(members): return members
+        case let .failure(failure): throw .malformed("the \(part) is not a valid JSON object: \(failure)")
         }
-        return object
+    }
+
+    private static func string(_ claims: [String: AssertionJSON.Value], _ name: String) throws(AssertionError) -> String {
+        guard case let .string(value) = claims[name] else { throw .malformed("claims: \(name) missing or not a string") }
+        return value
+    }
+
+    private static func optionalString(_ claims: [String: AssertionJSON.Value], _ name: String) throws(AssertionError) -> String? {
+        switch claims[name] {
+        case nil, .null: return nil
+        case let .string(value): return value
+        default: throw .malformed("claims: \(name) is not a string")
+        }
+    }
+
+    private static func integer(_ claims: [String: AssertionJSON.Value], _ name: String) throws(AssertionError) -> Int64 {
+        guard case let .integer(value) = claims[name] else { throw .malformed("claims: \(name) missing or not an integer") }
+        return value
     }
 
     /// Uses up the token ID of `assertion`, or refuses a replay.

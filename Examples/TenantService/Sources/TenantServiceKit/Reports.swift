@@ -1,0 +1,58 @@
+/// The effective file identity seen at each hop of one request, deepest last: an `IdentityDispatchQueue`
+/// block, an `IdentityOperationQueue` operation submitted from it, a `Task` created in that operation, and the
+/// second service (the audit service), which verified a new assertion signed at the `Task` hop. `"-"` where
+/// no identity was seen.
+public struct HopReport: Codable, Sendable, Hashable {
+    public var queue: String
+    public var operation: String
+    public var task: String
+    public var remote: String
+
+    public init(queue: String, operation: String, task: String, remote: String) {
+        self.queue = queue
+        self.operation = operation
+        self.task = task
+        self.remote = remote
+    }
+
+    /// Whether every hop saw `account`.
+    public func allSaw(_ account: String) -> Bool {
+        queue == account && operation == account && task == account && remote == account
+    }
+}
+
+/// The body of every document-service response: JSON for a success, RFC 9457 problem JSON
+/// (`application/problem+json`) for a refusal, both with the account and the hops.
+public struct DocumentReport: Codable, Sendable {
+    /// The account the request ran for (the admitted one).
+    public var account: String
+    public var tenant: String
+    public var hops: HopReport
+    /// For a write or an export: whether the file is encrypted at rest.
+    public var encrypted: Bool?
+    /// For a read: the document.
+    public var content: String?
+    /// For an export: where the copy went.
+    public var exportedTo: String?
+    /// For a wipe: how many files were removed.
+    public var removedFiles: Int?
+    // Problem members (RFC 9457) for a refusal.
+    public var type: String?
+    public var title: String?
+    public var status: Int?
+    public var detail: String?
+    public var code: String?
+
+    public init(account: String, tenant: String, hops: HopReport) {
+        self.account = account
+        self.tenant = tenant
+        self.hops = hops
+    }
+}
+
+/// The audit service's answer: the account it saw in its handler (under the verified assertion), and that it
+/// logged the event.
+public struct AuditReport: Codable, Sendable {
+    public var account: String
+    public var loggedIdentity: String
+}

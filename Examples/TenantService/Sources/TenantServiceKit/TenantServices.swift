@@ -1,0 +1,165 @@
+import AsyncHTTPClient
+import Foundation
+import HTTPTypes
+import Hummingbird
+import IdentityHummingbird
+import IdentityLogging
+import IdentityPolicy
+import IdentityProtection
+import IdentityRuntime
+import Logging
+import Synchronization
+
+/// The two services of the example, set up in a temporary directory:
+///
+/// - the **document service** (audience `documents`): documents per account stored through the runtime's
+///   `FileProtectionManager` (owner = the request's account, encrypted when the account's policy says so,
+///   other tenants' documents refused), an export endpoint under the save-to rules, an account wipe. Its
+///   routes are served twice: under `/v1`, behind ``IdentityMiddleware`` (a verified assertion, then
+///   admission), and under `/plain`, behind ``PlainIdentityMiddleware`` (the comparison baseline);
+/// - the **audit service** (audience `audit`), which the document service calls for every request from a
+///   `Task` deep in the request's hops, with a new assertion signed for the identity seen there. It verifies it
+///   with ``IdentityMiddleware`` and logs the event through a logger whose metadata provider (IdentityLogging)
+///   adds the identity.
+///
+/// Callers (the load driver, the tests) sign their tokens with ``gatewaySigner`` (issuer `gateway`).
+public final class TenantServices: Sendable {
+    public static let documentsAudience = "documents"
+    public static let auditAudience = "audit"
+
+    public let root: String
+    /// The document service's policies, admission and file protection.
+    public let policies: PolicyManager
+    public let files: FileProtectionManager
+    /// The audit service's own policy manager (a separate service admits on its own).
+    public let auditPolicies: PolicyManager
+    /// What callers of the document service sign with.
+    public let gatewaySigner: IdentityAssertionSigner
+    public let documentsVerifier: IdentityAssertionVerifier
+    /// What the document service signs its calls to the audit service with.
+    let serviceSigner: IdentityAssertionSigner
+    public let auditVerifier: IdentityAssertionVerifier
+    public let auditLog: AuditLog
+    let auditLogger: Logger
+    let httpClient: HTTPClient
+    /// The legacy hops every document request goes through.
+    let queue = IdentityDispatchQueue(label: "documents.render", attributes: .concurrent)
+    let operations: IdentityOperationQueue
+    let auditBaseURL = Mutex<String?>(nil)
+    private let ownsRoot: Bool
+
+    /// - Parameters:
+    ///   - root: a directory to work in; by default a new temporary one, removed by ``shutDown()``.
+    ///   - echoAuditLog: print the audit service's log lines too.
+    public init(root: String? = nil, echoAuditLog: Bool = false) throws {
+        let root = root ?? (NSTemporaryDirectory() + "tenant-service-" + UUID().uuidString)
+        self.root = root
+        ownsRoot = true
+        for tenant in 0..<Tenants.tenantCount {
+            for user in 0..<Tenants.accountsPerTenant {
+                try FileManager.default.createDirectory(
+                    atPath: Self.folder(root: root, account: Tenants.account(tenant: tenant, user: user)),
+                    withIntermediateDirectories: true)
+            }
+            for target in ExportTarget.allCases {
+                try FileManager.default.createDirectory(
+                    atPath: "\(root)/exports/\(target.rawValue)/\(Tenants.tenant(tenant).rawValue)",
+                    withIntermediateDirectories: true)
+            }
+        }
+        var tenantPolicies: [TenantID: Policy] = [:]
+        for tenant in 0..<Tenants.tenantCount { tenantPolicies[Tenants.tenant(tenant)] = Tenants.policy(tenant: tenant) }
+
+        var settings = RuntimeSettings()
+        settings.dataIsolation = true
+        policies = PolicyManager(settings: settings, policySource: StaticPolicySource(tenants: tenantPolicies))
+        auditPolicies = PolicyManager(settings: settings, policySource: StaticPolicySource(tenants: tenantPolicies))
+        for account in Tenants.accounts {
+            policies.registerAccount(account)
+            auditPolicies.registerAccount(account)
+        }
+        files = try FileProtectionManager(
+            roots: [root + "/documents", root + "/exports"], keyStore: FileKeyStore(directory: root + "/keys"),
+            policy: policies, stateDirectory: root + "/state")
+        policies.fileProtection = files
+
+        let gatewayKey = try AssertionSigningKey(), serviceKey = try AssertionSigningKey()
+        gatewaySigner = IdentityAssertionSigner(key: gatewayKey, keyID: "gateway-1", issuer: "gateway")
+        serviceSigner = IdentityAssertionSigner(key: serviceKey, keyID: "documents-1", issuer: "documents")
+        // Every request of a load run carries a new token, valid for minutes: room for a million token IDs.
+        documentsVerifier = IdentityAssertionVerifier(
+            keys: ["gateway-1": gatewayKey.publicKey], issuers: ["gateway"], audience: Self.documentsAudience,
+            replayCacheCapacity: 1_000_000)
+        auditVerifier = IdentityAssertionVerifier(
+            keys: ["documents-1": serviceKey.publicKey], issuers: ["documents"], audience: Self.auditAudience,
+            replayCacheCapacity: 1_000_000)
+
+        let auditLog = AuditLog(echo: echoAuditLog)
+        self.auditLog = auditLog
+        let provider = Logger.MetadataProvider.identity(policyManager: auditPolicies)
+        auditLogger = Logger(label: "audit") { _ in AuditLogHandler(log: auditLog, metadataProvider: provider) }
+
+        var pool = HTTPClient.Configuration.ConnectionPool()
+        pool.concurrentHTTP1ConnectionsPerHostSoftLimit = 128
+        var configuration = HTTPClient.Configuration()
+        configuration.connectionPool = pool
+        httpClient = HTTPClient(eventLoopGroupProvider: .singleton, configuration: configuration)
+
+        operations = IdentityOperationQueue()
+        operations.name = "documents.storage"
+        operations.maxConcurrentOperationCount = 4
+    }
+
+    /// Stops the HTTP client, breaks the policy ⇄ file manager cycle and removes the working directory.
+    public func shutDown() async throws {
+        try await httpClient.shutdown()
+        policies.fileProtection = nil
+        if ownsRoot { try? FileManager.default.removeItem(atPath: root) }
+    }
+
+    static func folder(root: String, account: Identity) -> String {
+        let tenant = Tenants.tenantIndex(of: account).map { Tenants.tenant($0).rawValue } ?? "other"
+        return "\(root)/documents/\(tenant)/\(account.name)"
+    }
+
+    /// Runs both services on 127.0.0.1 (ports chosen by the system), then `body` with their base URLs, then
+    /// stops them.
+    public func withRunningServices<T: Sendable>(
+        _ body: @Sendable (_ documentsURL: String, _ auditURL: String) async throws -> T
+    ) async throws -> T {
+        let (ports, continuation) = AsyncStream.makeStream(of: (String, Int).self)
+        let logger = Logger(label: "tenant-service") { _ in SwiftLogNoOpLogHandler() }
+        let documents = Application(
+            router: documentRouter(), configuration: .init(address: .hostname("127.0.0.1", port: 0)),
+            onServerRunning: { channel in continuation.yield(("documents", channel.localAddress?.port ?? 0)) },
+            logger: logger)
+        let audit = Application(
+            router: auditRouter(), configuration: .init(address: .hostname("127.0.0.1", port: 0)),
+            onServerRunning: { channel in continuation.yield(("audit", channel.localAddress?.port ?? 0)) },
+            logger: logger)
+        return try await withThrowingTaskGroup(of: T?.self) { group in
+            group.addTask { try await documents.runService(gracefulShutdownSignals: []); return nil }
+            group.addTask { try await audit.runService(gracefulShutdownSignals: []); return nil }
+            var found: [String: Int] = [:]
+            for await (name, port) in ports {
+                found[name] = port
+                if found.count == 2 { break }
+            }
+            guard let documentsPort = found["documents"], let auditPort = found["audit"], documentsPort > 0, auditPort > 0 else {
+                throw HTTPError(.internalServerError, message: "a service did not start")
+            }
+            let auditURL = "http://127.0.0.1:\(auditPort)"
+            auditBaseURL.withLock { $0 = auditURL }
+            let result: T
+            do {
+                result = try await body("http://127.0.0.1:\(documentsPort)", auditURL)
+            } catch {
+                group.cancelAll()
+                throw error
+            }
+            group.cancelAll()
+            while (try? await group.next()) != nil {}
+            return result
+        }
+    }
+}

@@ -1,0 +1,227 @@
+import AsyncHTTPClient
+import Foundation
+import IdentityProtection
+import IdentityRuntime
+import NIOCore
+import NIOHTTP1
+import Synchronization
+import TenantServiceKit
+
+/// One request of the plan, and what its response must say.
+struct PlannedRequest: Sendable {
+    enum Kind: String, Sendable, CaseIterable {
+        case write, readOwn, readColleague, readOtherTenant, export
+    }
+
+    let kind: Kind
+    let method: HTTPMethod
+    let path: String
+    let body: String?
+    /// The status the response must have.
+    let expectedStatus: Int
+    /// For a successful read: whose document it is (its content starts with that name).
+    let expectedOwner: String?
+
+    /// Request `sequence` of the worker of `account` (tenant `tenant`, user `user`): a fixed mix, the same in
+    /// both modes.
+    init(sequence: Int, tenant: Int, user: Int) {
+        let me = Tenants.account(tenant: tenant, user: user).name
+        switch sequence % 8 {
+        case 0, 4:
+            kind = .write
+            method = .PUT
+            path = "/docs/\(me)/doc-\(sequence % 4)"
+            body = "\(me)|\(sequence)"
+            expectedStatus = 200
+            expectedOwner = nil
+        case 2:
+            let colleague = Tenants.account(tenant: tenant, user: (user + 1) % Tenants.accountsPerTenant).name
+            kind = .readColleague
+            method = .GET
+            path = "/docs/\(colleague)/note"
+            body = nil
+            expectedStatus = 200
+            expectedOwner = colleague
+        case 3:
+            let stranger = Tenants.account(tenant: (tenant + 1) % Tenants.tenantCount, user: user).name
+            kind = .readOtherTenant
+            method = .GET
+            path = "/docs/\(stranger)/note"
+            body = nil
+            expectedStatus = 403
+            expectedOwner = nil
+        case 6:
+            let target = ExportTarget.allCases[(sequence / 8) % ExportTarget.allCases.count]
+            kind = .export
+            method = .POST
+            path = "/docs/\(me)/note/export?to=\(target.rawValue)"
+            body = nil
+            // The tenant's rule (see Tenants): even tenants save to OneDrive and SharePoint, odd ones to OneDrive
+            // and the local drive; the service asks the account's policy from the request context.
+            let allowed: Set<ExportTarget> = Tenants.encryptsFiles(tenant: tenant) ? [.onedrive, .sharepoint] : [.onedrive, .local]
+            expectedStatus = allowed.contains(target) ? 200 : 403
+            expectedOwner = nil
+        default:
+            kind = .readOwn
+            method = .GET
+            path = "/docs/\(me)/note"
+            body = nil
+            expectedStatus = 200
+            expectedOwner = me
+        }
+    }
+}
+
+/// What the driver counts.
+struct Tally: Sendable {
+    var requests = 0
+    var misattributions = 0
+    var crossTenantReadsAccepted = 0
+    var unexpected = 0
+    var transportErrors = 0
+    var examples: [String] = []
+
+    mutating func add(_ other: Tally) {
+        requests += other.requests
+        misattributions += other.misattributions
+        crossTenantReadsAccepted += other.crossTenantReadsAccepted
+        unexpected += other.unexpected
+        transportErrors += other.transportErrors
+        examples += other.examples.prefix(max(0, 5 - examples.count))
+    }
+
+    mutating func note(_ example: String) {
+        if examples.count < 5 { examples.append(example) }
+    }
+}
+
+enum Mode: String, Sendable {
+    case verified = "with IdentityMiddleware"
+    case plain = "without (plain header)"
+
+    var prefix: String { self == .verified ? "/v1" : "/plain" }
+}
+
+/// Sends requests as 64 accounts at once (one worker per account, each with one request in flight) and checks
+/// every response.
+struct LoadDriver: Sendable {
+    let client: HTTPClient
+    let baseURL: String
+    let signer: IdentityAssertionSigner
+
+    /// Sends `sequences` (per worker) in `mode`; returns the latencies (ns) and the tally.
+    func run(mode: Mode, sequences: Range<Int>, tokens: TokenPool?) async -> ([UInt64], Tally) {
+        await withTaskGroup(of: ([UInt64], Tally).self) { group in
+            for (index, account) in Tenants.accounts.enumerated() {
+                let tenant = index / Tenants.accountsPerTenant, user = index % Tenants.accountsPerTenant
+                group.addTask {
+                    var latencies: [UInt64] = []
+                    latencies.reserveCapacity(sequences.count)
+                    var tally = Tally()
+                    for sequence in sequences {
+                        let plan = PlannedRequest(sequence: sequence, tenant: tenant, user: user)
+                        let token = tokens?.next(worker: index)
+                        let start = DispatchTime.now().uptimeNanoseconds
+                        let outcome = await send(plan, mode: mode, account: account, token: token)
+                        latencies.append(DispatchTime.now().uptimeNanoseconds - start)
+                        tally.requests += 1
+                        check(outcome, plan: plan, account: account, into: &tally)
+                    }
+                    return (latencies, tally)
+                }
+            }
+            var all: [UInt64] = []
+            var total = Tally()
+            for await (latencies, tally) in group {
+                all += latencies
+                total.add(tally)
+            }
+            return (all, total)
+        }
+    }
+
+    enum Outcome {
+        case response(status: Int, report: DocumentReport?)
+        case failed(String)
+    }
+
+    func send(_ plan: PlannedRequest, mode: Mode, account: Identity, token: String?) async -> Outcome {
+        var request = HTTPClientRequest(url: baseURL + mode.prefix + plan.path)
+        request.method = plan.method
+        if let token {
+            request.headers.add(name: "x-identity-assertion", value: token)
+        } else {
+            request.headers.add(name: "x-identity-account", value: account.name)
+        }
+        if let body = plan.body { request.body = .bytes(ByteBuffer(string: body)) }
+        do {
+            let response = try await client.execute(request, timeout: .seconds(60))
+            let body = try await response.body.collect(upTo: 1 << 20)
+            let report = try? JSONDecoder().decode(DocumentReport.self, from: Data(buffer: body))
+            return .response(status: Int(response.status.code), report: report)
+        } catch {
+            return .failed("\(error)")
+        }
+    }
+
+    func check(_ outcome: Outcome, plan: PlannedRequest, account: Identity, into tally: inout Tally) {
+        switch outcome {
+        case let .failed(error):
+            tally.transportErrors += 1
+            tally.note("\(account.name) \(plan.path): \(error)")
+        case let .response(status, report):
+            guard let report else {
+                tally.unexpected += 1
+                tally.note("\(account.name) \(plan.path): \(status) without a report")
+                return
+            }
+            if report.account != account.name || !report.hops.allSaw(account.name) {
+                tally.misattributions += 1
+                tally.note("\(account.name) \(plan.path): account \(report.account), hops \(report.hops)")
+            }
+            if plan.kind == .readOtherTenant, status == 200 {
+                tally.crossTenantReadsAccepted += 1
+                tally.note("\(account.name) read \(plan.path) across tenants")
+            }
+            var expected = status == plan.expectedStatus
+            if plan.kind == .readOtherTenant { expected = expected && report.code == "access-denied" }
+            if let owner = plan.expectedOwner, status == 200 {
+                expected = expected && (report.content?.hasPrefix(owner + "|") ?? false)
+            }
+            if !expected {
+                tally.unexpected += 1
+                tally.note("\(account.name) \(plan.method) \(plan.path): \(status) \(report.code ?? ""), expected \(plan.expectedStatus)")
+            }
+        }
+    }
+}
+
+/// Tokens signed before a timed phase (a caller's signing is the caller's cost, not the middleware's), one
+/// queue per worker.
+final class TokenPool: Sendable {
+    /// One worker's tokens (only that worker takes from it; the lock makes the pool Sendable).
+    final class Queue: Sendable {
+        let tokens: Mutex<[String]>
+        init(_ tokens: [String]) { self.tokens = Mutex(tokens) }
+    }
+
+    private let queues: [Queue]
+
+    init(signer: IdentityAssertionSigner, perWorker: Int) throws {
+        var queues: [Queue] = []
+        for account in Tenants.accounts {
+            let tenant = account.name.split(separator: "@").last.map(String.init)
+            var tokens: [String] = []
+            tokens.reserveCapacity(perWorker)
+            for _ in 0..<perWorker {
+                tokens.append(try signer.sign(account: account, tenant: tenant, audience: TenantServices.documentsAudience, lifetime: 1_800))
+            }
+            queues.append(Queue(tokens.reversed()))
+        }
+        self.queues = queues
+    }
+
+    func next(worker: Int) -> String? {
+        queues[worker].tokens.withLock { $0.popLast() }
+    }
+}

@@ -1,0 +1,145 @@
+import HTTPTypes
+import Hummingbird
+import IdentityPolicy
+import IdentityProtection
+import IdentityRuntime
+
+/// A Hummingbird 2 middleware that runs the rest of the chain under the identity a request proves.
+///
+/// For each request:
+/// 1. **Token.** The signed identity assertion (a compact JWS, see docs/service-boundary.md) is taken from
+///    ``assertionHeader`` (`x-identity-assertion`) if present, else from `Authorization: Bearer <token>` when
+///    ``acceptsBearerToken``. None: 401 `missing-token`. The assertion header sent twice: 401 `malformed-token`.
+/// 2. **Verification** by ``verifier``: signature, key ID, algorithm (EdDSA only), issuer, audience, expiry,
+///    replay. Refused: 401 with the ``AssertionError``'s code (503 `replay-cache-full`).
+/// 3. **Tenant.** When ``checksTenant`` and the token names a tenant (`tid`), it must be the runtime's tenant of
+///    the account (``PolicyManager/tenant(of:)``): else 401 `tenant-mismatch`.
+/// 4. **Admission** with ``PolicyManager/withAdmittedIdentity(_:reason:isolation:operation:)``: blocked,
+///    disallowed or claimed accounts and accounts an ``AdmissionCheck`` denies get 403; a check that cannot
+///    decide gets 503. The reason is `"METHOD /path"`.
+/// 5. **The rest of the chain** (later middleware and the route handler) runs with the account as its thread
+///    identity, and with ``IdentityRequestContext/admittedIdentity`` set (account, tenant, ``Policy``).
+///
+/// Refusals are thrown as ``IdentityProblem`` (an `HTTPResponseError`): the router answers them with an
+/// RFC 9457 `application/problem+json` body, and middleware in front of this one sees the error.
+///
+/// ```swift
+/// let router = Router(context: BasicIdentityRequestContext.self)
+/// router.add(middleware: IdentityMiddleware(verifier: verifier, policies: policies))
+/// router.get("/documents") { request, context in
+///     // IdentityContext.effectiveFileIdentity == context.admittedIdentity?.account
+///     try files.readFile(atPath: path)    // refused for another account's file
+/// }
+/// ```
+///
+/// ## Propagation
+/// - The handler and everything it awaits run in the request's task, inside the scope: the account is the
+///   thread identity there, also across suspension points.
+/// - `Task {}`, `async let` and task-group children created in the handler inherit it.
+/// - `IdentityDispatchQueue` blocks and `IdentityOperationQueue` operations submitted from the handler run
+///   under it (captured at submission).
+/// - `Task.detached`, a raw `DispatchQueue`, a raw `Thread` or a NIO event loop callback do **not** carry it:
+///   capture an `IdentitySnapshot` and run the work with `snapshot.run { … }`.
+/// - Middleware added *before* this one, and the router's error handling, run without it.
+/// - A response body written by a closure (`ResponseBody { writer in … }`) is written after the handler
+///   returns, outside the scope: capture an `IdentitySnapshot` in the handler and run the writer's work in it.
+/// - The verified token is used up (replay protection). A call to another service signs a new assertion for
+///   that service's audience (`IdentityAssertionSigner`, or IdentityTracing's instrument).
+///
+/// > Warning: Put this middleware in front of every route that reads or writes account data. A route outside
+/// > it runs with no thread identity, so data owned by managed accounts is refused to it (and data it writes
+/// > is unowned).
+public struct IdentityMiddleware<Context: IdentityRequestContext>: RouterMiddleware {
+    /// The header a verified assertion is read from, unless another is chosen: `x-identity-assertion`, the
+    /// header IdentityTracing's instrument writes.
+    public static var defaultAssertionHeader: HTTPField.Name { HTTPField.Name("x-identity-assertion")! }
+
+    /// Verifies the tokens (keys, trusted issuers, this service's audience, the replay cache).
+    public let verifier: IdentityAssertionVerifier
+    /// Admits accounts, and answers their policies and tenants.
+    public let policies: PolicyManager
+    /// Where the assertion is looked for first.
+    public let assertionHeader: HTTPField.Name
+    /// Whether `Authorization: Bearer <token>` is accepted when the assertion header is absent.
+    public let acceptsBearerToken: Bool
+    /// Whether a token's `tid` must match the runtime's tenant of the account.
+    public let checksTenant: Bool
+    /// The start of each problem's `type` URI; the problem's code follows it. The default is under the
+    /// reserved `.invalid` domain (RFC 2606), which never resolves: set your own documentation URL.
+    public let problemTypeBase: String
+
+    /// - Parameters:
+    ///   - verifier: the assertion verifier of this service (its audience, trusted issuers and keys).
+    ///   - policies: the `PolicyManager` that admits accounts.
+    ///   - assertionHeader: the dedicated header (default `x-identity-assertion`).
+    ///   - acceptsBearerToken: accept `Authorization: Bearer` too (default `true`).
+    ///   - checksTenant: refuse a token whose `tid` is not the account's tenant (default `true`).
+    ///   - problemTypeBase: the base of the problem `type` URIs.
+    public init(
+        verifier: IdentityAssertionVerifier, policies: PolicyManager,
+        assertionHeader: HTTPField.Name = IdentityMiddleware.defaultAssertionHeader,
+        acceptsBearerToken: Bool = true, checksTenant: Bool = true,
+        problemTypeBase: String = "https://identity-runtime.invalid/problems/"
+    ) {
+        self.verifier = verifier
+        self.policies = policies
+        self.assertionHeader = assertionHeader
+        self.acceptsBearerToken = acceptsBearerToken
+        self.checksTenant = checksTenant
+        self.problemTypeBase = problemTypeBase
+    }
+
+    public func handle(
+        _ request: Request, context: Context, next: (Request, Context) async throws -> Response
+    ) async throws -> Response {
+        let admitted = try verify(request)
+        var context = context
+        context.admittedIdentity = admitted
+        context.logger[metadataKey: "identity"] = .string(admitted.account.name)
+        let reason = AdmissionReason("\(request.method) \(request.uri.path)")
+        // The operation's own errors travel inside the result, so that whatever withAdmittedIdentity throws
+        // is a refusal at the door (an AdmissionError) and never an error of the handler.
+        let outcome: Result<Response, any Error>
+        do {
+            outcome = try await policies.withAdmittedIdentity(admitted.account, reason: reason) {
+                do { return .success(try await next(request, context)) } catch { return .failure(error) }
+            }
+        } catch let error as AdmissionError {
+            throw IdentityProblem.admission(error, typeBase: problemTypeBase)
+        }
+        return try outcome.get()
+    }
+
+    /// Steps 1 to 3: the verified identity of `request`, its tenant and its policy, or the problem.
+    public func verify(_ request: Request) throws(IdentityProblem) -> AdmittedIdentity {
+        let (token, source) = try token(of: request)
+        let assertion: IdentityAssertion
+        do { assertion = try verifier.verify(token) } catch {
+            throw .token(error, typeBase: problemTypeBase)
+        }
+        let account = assertion.account
+        let known = policies.tenant(of: account)
+        if checksTenant, let claimed = assertion.tenant, let known, known != TenantID(claimed) {
+            throw .tenantMismatch(claimed: claimed, known: known.rawValue, typeBase: problemTypeBase)
+        }
+        return AdmittedIdentity(
+            account: account, tenant: known?.rawValue ?? assertion.tenant, policy: policies.policy(for: account),
+            assertion: assertion, source: source)
+    }
+
+    private func token(of request: Request) throws(IdentityProblem) -> (String, AdmittedIdentity.Source) {
+        let values = request.headers[values: assertionHeader]
+        if values.count > 1 {
+            throw .token(.malformed("\(values.count) \(assertionHeader) headers"), typeBase: problemTypeBase)
+        }
+        if let token = values.first { return (token, .assertionHeader) }
+        if acceptsBearerToken, let authorization = request.headers[.authorization] {
+            // RFC 6750 §2.1: the scheme is case-insensitive, one space, then the token.
+            let scheme = authorization.prefix(7)
+            if scheme.count == 7, scheme.lowercased() == "bearer " {
+                return (String(authorization.dropFirst(7)), .bearerToken)
+            }
+        }
+        throw .missingToken(typeBase: problemTypeBase)
+    }
+}

@@ -1,0 +1,286 @@
+/// A strict reader of the JSON objects in a JWS header and JWT claims (RFC 8259), in one pass over the bytes:
+/// the verifier's replacement for `JSONSerialization` followed by `JSONDecoder` (two parses and a `Data` copy
+/// each), which cost more than the signature check itself.
+///
+/// Stricter than those, never looser:
+/// - the text is one JSON object, optionally surrounded by JSON white space (space, tab, LF, CR), in UTF-8
+///   (no byte-order mark, no UTF-16 or UTF-32 detection); invalid UTF-8 in a string is refused;
+/// - a member name that occurs twice is refused (RFC 7515 §5.2, RFC 7519 §4: a parser that keeps the last
+///   one and a parser that keeps the first would disagree on what was signed);
+/// - strings: no unescaped control characters, only the escapes of RFC 8259 §7, `\u` surrogates only in
+///   valid pairs;
+/// - numbers follow the grammar of RFC 8259 §6; ``Value/integer(_:)`` only for an integer without fraction or
+///   exponent that fits `Int64` (a claim such as `exp` given as `1.8e9` is refused as malformed);
+/// - nesting deeper than ``maximumDepth`` is refused.
+/// Member values the verifier does not read are checked for syntax, then dropped (``Value/other``).
+enum AssertionJSON {
+    enum Value: Equatable {
+        case string(String)
+        case integer(Int64)
+        /// An array whose elements are all strings (e.g. `aud`).
+        case strings([String])
+        case null
+        /// Any other value (a boolean, a non-integer number, an object, an array with a non-string).
+        case other
+    }
+
+    static let maximumDepth = 16
+
+    /// The members of the object `bytes` holds, or the reason it is refused (for ``AssertionError/malformed(_:)``).
+    static func object(_ bytes: [UInt8]) -> Result<[String: Value], Failure> {
+        bytes.withUnsafeBufferPointer { buffer in
+            var reader = Reader(bytes: buffer)
+            do throws(Failure) {
+                reader.skipWhiteSpace()
+                guard reader.peek() == UInt8(ascii: "{") else { throw Failure("not a JSON object") }
+                let members = try reader.readObject(depth: 1)
+                reader.skipWhiteSpace()
+                guard reader.index == buffer.count else { throw Failure("text after the JSON object") }
+                return .success(members)
+            } catch {
+                return .failure(error)
+            }
+        }
+    }
+
+    struct Failure: Error, Equatable, CustomStringConvertible {
+        let description: String
+        init(_ description: String) { self.description = description }
+    }
+
+    private struct Reader {
+        let bytes: UnsafeBufferPointer<UInt8>
+        var index = 0
+
+        func peek() -> UInt8? { index < bytes.count ? bytes[index] : nil }
+
+        mutating func skipWhiteSpace() {
+            while index < bytes.count {
+                switch bytes[index] {
+                case 0x20, 0x09, 0x0A, 0x0D: index += 1
+                default: return
+                }
+            }
+        }
+
+        mutating func expect(_ byte: UInt8) throws(Failure) {
+            guard index < bytes.count, bytes[index] == byte else {
+                throw Failure("expected '\(Character(Unicode.Scalar(byte)))' at byte \(index)")
+            }
+            index += 1
+        }
+
+        /// The object starting at `index` (at `{`), with duplicate names refused.
+        mutating func readObject(depth: Int) throws(Failure) -> [String: Value] {
+            guard depth <= AssertionJSON.maximumDepth else { throw Failure("nested deeper than \(AssertionJSON.maximumDepth)") }
+            try expect(UInt8(ascii: "{"))
+            var members: [String: Value] = [:]
+            skipWhiteSpace()
+            if peek() == UInt8(ascii: "}") {
+                index += 1
+                return members
+            }
+            while true {
+                skipWhiteSpace()
+                let name = try readString()
+                skipWhiteSpace()
+                try expect(UInt8(ascii: ":"))
+                skipWhiteSpace()
+                let value = try readValue(depth: depth)
+                guard members.updateValue(value, forKey: name) == nil else {
+                    throw Failure("member \(String(reflecting: name)) occurs twice")
+                }
+                skipWhiteSpace()
+                guard let next = peek() else { throw Failure("unterminated object") }
+                index += 1
+                if next == UInt8(ascii: "}") { return members }
+                guard next == UInt8(ascii: ",") else { throw Failure("expected ',' or '}' at byte \(index - 1)") }
+            }
+        }
+
+        mutating func readValue(depth: Int) throws(Failure) -> Value {
+            guard let first = peek() else { throw Failure("a value is missing") }
+            switch first {
+            case UInt8(ascii: "\""):
+                return .string(try readString())
+            case UInt8(ascii: "{"):
+                _ = try readObject(depth: depth + 1)
+                return .other
+            case UInt8(ascii: "["):
+                return try readArray(depth: depth + 1)
+            case UInt8(ascii: "t"):
+                try readLiteral("true")
+                return .other
+            case UInt8(ascii: "f"):
+                try readLiteral("false")
+                return .other
+            case UInt8(ascii: "n"):
+                try readLiteral("null")
+                return .null
+            case UInt8(ascii: "-"), UInt8(ascii: "0")...UInt8(ascii: "9"):
+                return try readNumber()
+            default:
+                throw Failure("unexpected byte \(first) at \(index)")
+            }
+        }
+
+        mutating func readLiteral(_ literal: StaticString) throws(Failure) {
+            let count = literal.utf8CodeUnitCount
+            guard index + count <= bytes.count else { throw Failure("truncated literal") }
+            for offset in 0..<count where bytes[index + offset] != literal.utf8Start[offset] {
+                throw Failure("invalid literal at byte \(index)")
+            }
+            index += count
+        }
+
+        mutating func readArray(depth: Int) throws(Failure) -> Value {
+            guard depth <= AssertionJSON.maximumDepth else { throw Failure("nested deeper than \(AssertionJSON.maximumDepth)") }
+            try expect(UInt8(ascii: "["))
+            var strings: [String]? = []
+            skipWhiteSpace()
+            if peek() == UInt8(ascii: "]") {
+                index += 1
+                return .strings([])
+            }
+            while true {
+                skipWhiteSpace()
+                if case let .string(element) = try readValue(depth: depth) { strings?.append(element) } else { strings = nil }
+                skipWhiteSpace()
+                guard let next = peek() else { throw Failure("unterminated array") }
+                index += 1
+                if next == UInt8(ascii: "]") { return strings.map(Value.strings) ?? .other }
+                guard next == UInt8(ascii: ",") else { throw Failure("expected ',' or ']' at byte \(index - 1)") }
+            }
+        }
+
+        /// RFC 8259 §6: `-? (0 | [1-9][0-9]*) (. [0-9]+)? ([eE] [+-]? [0-9]+)?`.
+        mutating func readNumber() throws(Failure) -> Value {
+            let start = index
+            var negative = false
+            if peek() == UInt8(ascii: "-") {
+                negative = true
+                index += 1
+            }
+            guard let lead = peek(), lead >= UInt8(ascii: "0"), lead <= UInt8(ascii: "9") else { throw Failure("invalid number at byte \(start)") }
+            var magnitude: UInt64 = 0
+            var fits = true
+            if lead == UInt8(ascii: "0") {
+                index += 1
+            } else {
+                while let digit = peek(), digit >= UInt8(ascii: "0"), digit <= UInt8(ascii: "9") {
+                    let (times, overflow1) = magnitude.multipliedReportingOverflow(by: 10)
+                    let (sum, overflow2) = times.addingReportingOverflow(UInt64(digit - UInt8(ascii: "0")))
+                    if overflow1 || overflow2 { fits = false }
+                    magnitude = sum
+                    index += 1
+                }
+            }
+            var integral = true
+            if peek() == UInt8(ascii: ".") {
+                integral = false
+                index += 1
+                try readDigits()
+            }
+            if peek() == UInt8(ascii: "e") || peek() == UInt8(ascii: "E") {
+                integral = false
+                index += 1
+                if peek() == UInt8(ascii: "+") || peek() == UInt8(ascii: "-") { index += 1 }
+                try readDigits()
+            }
+            guard integral, fits else { return .other }
+            if negative {
+                guard magnitude <= UInt64(Int64.max) + 1 else { return .other }
+                return .integer(magnitude == UInt64(Int64.max) + 1 ? Int64.min : -Int64(magnitude))
+            }
+            guard magnitude <= UInt64(Int64.max) else { return .other }
+            return .integer(Int64(magnitude))
+        }
+
+        mutating func readDigits() throws(Failure) {
+            let start = index
+            while let digit = peek(), digit >= UInt8(ascii: "0"), digit <= UInt8(ascii: "9") { index += 1 }
+            guard index > start else { throw Failure("a digit is missing at byte \(start)") }
+        }
+
+        /// A string at `index` (at `"`), unescaped and checked to be valid UTF-8.
+        mutating func readString() throws(Failure) -> String {
+            try expect(UInt8(ascii: "\""))
+            let start = index
+            // Fast path: no escapes.
+            while index < bytes.count {
+                let byte = bytes[index]
+                if byte == UInt8(ascii: "\"") {
+                    let text = String(validating: UnsafeBufferPointer(rebasing: bytes[start..<index]), as: UTF8.self)
+                    index += 1
+                    guard let text else { throw Failure("a string is not valid UTF-8") }
+                    return text
+                }
+                if byte == UInt8(ascii: "\\") { break }
+                guard byte >= 0x20 else { throw Failure("a control character in a string at byte \(index)") }
+                index += 1
+            }
+            var unescaped = Array(bytes[start..<index])
+            while index < bytes.count {
+                let byte = bytes[index]
+                index += 1
+                switch byte {
+                case UInt8(ascii: "\""):
+                    guard let text = String(validating: unescaped, as: UTF8.self) else {
+                        throw Failure("a string is not valid UTF-8")
+                    }
+                    return text
+                case UInt8(ascii: "\\"):
+                    guard let escape = peek() else { throw Failure("unterminated escape") }
+                    index += 1
+                    switch escape {
+                    case UInt8(ascii: "\""), UInt8(ascii: "\\"), UInt8(ascii: "/"): unescaped.append(escape)
+                    case UInt8(ascii: "b"): unescaped.append(0x08)
+                    case UInt8(ascii: "f"): unescaped.append(0x0C)
+                    case UInt8(ascii: "n"): unescaped.append(0x0A)
+                    case UInt8(ascii: "r"): unescaped.append(0x0D)
+                    case UInt8(ascii: "t"): unescaped.append(0x09)
+                    case UInt8(ascii: "u"):
+                        var scalar = try readHex4()
+                        if (0xD800...0xDBFF).contains(scalar) {
+                            guard peek() == UInt8(ascii: "\\") else { throw Failure("a lone surrogate") }
+                            index += 1
+                            guard peek() == UInt8(ascii: "u") else { throw Failure("a lone surrogate") }
+                            index += 1
+                            let low = try readHex4()
+                            guard (0xDC00...0xDFFF).contains(low) else { throw Failure("a lone surrogate") }
+                            scalar = 0x10000 + ((scalar - 0xD800) << 10) + (low - 0xDC00)
+                        } else if (0xDC00...0xDFFF).contains(scalar) {
+                            throw Failure("a lone surrogate")
+                        }
+                        guard let character = Unicode.Scalar(scalar) else { throw Failure("an invalid \\u escape") }
+                        unescaped.append(contentsOf: UTF8.encode(character)!)
+                    default:
+                        throw Failure("an invalid escape at byte \(index - 1)")
+                    }
+                default:
+                    guard byte >= 0x20 else { throw Failure("a control character in a string at byte \(index - 1)") }
+                    unescaped.append(byte)
+                }
+            }
+            throw Failure("unterminated string")
+        }
+
+        mutating func readHex4() throws(Failure) -> UInt32 {
+            guard index + 4 <= bytes.count else { throw Failure("a truncated \\u escape") }
+            var value: UInt32 = 0
+            for _ in 0..<4 {
+                let byte = bytes[index]
+                let digit: UInt8
+                switch byte {
+                case UInt8(ascii: "0")...UInt8(ascii: "9"): digit = byte - UInt8(ascii: "0")
+                case UInt8(ascii: "a")...UInt8(ascii: "f"): digit = byte - UInt8(ascii: "a") + 10
+                case UInt8(ascii: "A")...UInt8(ascii: "F"): digit = byte - UInt8(ascii: "A") + 10
+                default: throw Failure("an invalid \\u escape")
+                }
+                value = value << 4 | UInt32(digit)
+                index += 1
+            }
+            return value
+        }
+    }
+}

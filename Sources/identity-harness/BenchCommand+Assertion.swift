@@ -1,0 +1,117 @@
+import Foundation
+import IdentityProtection
+import IdentityRuntime
+import Synchronization
+
+/// The `assertion-verify` pair: what verifying a signed identity assertion costs against its floor.
+/// - **raw**: one bare libcrypto Ed25519 verification of a token's signing input
+///   (`AssertionVerificationKey.isValidSignature`, one `EVP_DigestVerify`);
+/// - **peer**: the same verification plus what a straightforward verifier adds: base64url through
+///   Foundation, `JSONSerialization` for the header and `JSONDecoder` for the claims (the shape of this
+///   project's verifier before it read the JSON in one strict pass);
+/// - **ours**: `IdentityAssertionVerifier.verify`, every check including the replay cache.
+///
+/// Each operation verifies a distinct token (a pool signed once, 2,048 tokens); every pass over the pool uses a
+/// new verifier, so no token is a replay.
+extension BenchCommand {
+    struct AssertionPool: Sendable {
+        let key: AssertionSigningKey
+        let tokens: [String]
+        let signingInputs: [[UInt8]]
+        let signatures: [[UInt8]]
+
+        static let shared: AssertionPool = {
+            do {
+                let key = try AssertionSigningKey()
+                let signer = IdentityAssertionSigner(key: key, keyID: "bench", issuer: "frontend")
+                let tokens = try (0..<2_048).map { index in
+                    try signer.sign(account: Identity("user\(index % 64)@tenant\(index % 8).example"),
+                                    tenant: "tenant\(index % 8).example", audience: "documents", lifetime: 3_600)
+                }
+                let parts = tokens.map { $0.split(separator: ".").map(String.init) }
+                return AssertionPool(
+                    key: key, tokens: tokens, signingInputs: parts.map { Array(($0[0] + "." + $0[1]).utf8) },
+                    signatures: parts.map { Data(base64URL: $0[2]).map(Array.init) ?? [] })
+            } catch {
+                fatalError("bench: signing the assertion pool failed: \(error)")
+            }
+        }()
+
+        func verifier() -> IdentityAssertionVerifier {
+            IdentityAssertionVerifier(keys: ["bench": key.publicKey], issuers: ["frontend"], audience: "documents")
+        }
+    }
+
+    private struct PeerHeader: Decodable {
+        let alg: String
+        let kid: String?
+        let typ: String?
+    }
+
+    private struct PeerClaims: Decodable {
+        let sub: String
+        let iss: String
+        let aud: String
+        let iat: Int64
+        let exp: Int64
+        let jti: String
+        let tid: String?
+    }
+
+    static func assertionPair(operations: Int) -> Pair {
+        let accepted = Mutex(0)
+        func count(_ hits: Int) { accepted.withLock { $0 &+= hits } }
+        return Pair(
+            name: "assertion-verify", title: "verify a signed identity assertion (Ed25519)", targetRatio: nil,
+            operations: operations,
+            raw: { total in
+                let pool = AssertionPool.shared
+                var hits = 0
+                for index in 0..<total {
+                    let slot = index % pool.tokens.count
+                    if (try? pool.key.publicKey.isValidSignature(pool.signatures[slot], of: pool.signingInputs[slot])) == true {
+                        hits &+= 1
+                    }
+                }
+                count(hits)
+            },
+            peer: { total in
+                let pool = AssertionPool.shared
+                var hits = 0
+                let decoder = JSONDecoder()
+                for index in 0..<total {
+                    let parts = pool.tokens[index % pool.tokens.count].split(separator: ".")
+                    guard parts.count == 3, let header = Data(base64URL: String(parts[0])),
+                          let claims = Data(base64URL: String(parts[1])), let signature = Data(base64URL: String(parts[2])),
+                          (try? JSONSerialization.jsonObject(with: header)) is [String: Any],
+                          let decodedHeader = try? decoder.decode(PeerHeader.self, from: header), decodedHeader.alg == "EdDSA",
+                          (try? pool.key.publicKey.isValidSignature(Array(signature), of: Array((parts[0] + "." + parts[1]).utf8))) == true,
+                          (try? JSONSerialization.jsonObject(with: claims)) is [String: Any],
+                          let decoded = try? decoder.decode(PeerClaims.self, from: claims), decoded.aud == "documents"
+                    else { continue }
+                    hits &+= 1
+                }
+                count(hits)
+            },
+            ours: { total in
+                let pool = AssertionPool.shared
+                var hits = 0
+                var verifier = pool.verifier()
+                for index in 0..<total {
+                    let slot = index % pool.tokens.count
+                    if slot == 0 { verifier = pool.verifier() }
+                    if (try? verifier.verify(pool.tokens[slot])) != nil { hits &+= 1 }
+                }
+                count(hits)
+            })
+    }
+}
+
+extension Data {
+    /// base64url without padding, through Foundation (the peer's decoder).
+    init?(base64URL text: String) {
+        var base64 = text.replacingOccurrences(of: "-", with: "+").replacingOccurrences(of: "_", with: "/")
+        while base64.utf8.count % 4 != 0 { base64 += "=" }
+        self.init(base64Encoded: base64)
+    }
+}

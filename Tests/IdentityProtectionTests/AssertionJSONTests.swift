@@ -1,0 +1,75 @@
+import Foundation
+@testable import IdentityProtection
+import IdentityRuntime
+import Testing
+
+@Suite("Signed identity assertions: the strict one-pass JSON reader of header and claims")
+struct AssertionJSONTests {
+    func members(_ text: String) -> [String: AssertionJSON.Value]? {
+        try? AssertionJSON.object(Array(text.utf8)).get()
+    }
+
+    @Test("strings, integers, string arrays, null and other values; white space around tokens")
+    func values() throws {
+        let object = try #require(members(#" { "s" : "a\"b\\c\/d\u00e9\ud83d\ude00\n" , "i":-42, "z":0, "big":9223372036854775807, "a":["x","y"], "n":null, "o":{"k":[1,true,false,1.5e3]}, "m":["x",1], "f":1.0 } "#))
+        #expect(object["s"] == .string("a\"b\\c/d\u{e9}\u{1F600}\n"))
+        #expect(object["i"] == .integer(-42))
+        #expect(object["z"] == .integer(0))
+        #expect(object["big"] == .integer(Int64.max))
+        #expect(object["a"] == .strings(["x", "y"]))
+        #expect(object["n"] == .null)
+        #expect(object["o"] == .other)
+        #expect(object["m"] == .other)
+        #expect(object["f"] == .other)
+        #expect(members("{}") == [:])
+        #expect(members(#"{"e":[]}"#)?["e"] == .strings([]))
+        #expect(members(#"{"over":9223372036854775808}"#)?["over"] == .other)
+    }
+
+    @Test("refused: duplicate names, bad syntax, bad strings, bad numbers, deep nesting, trailing text", arguments: [
+        #"{"a":1,"a":1}"#, #"{"a":"x","b":2,"a":"y"}"#, #"{"a":{"b":1,"b":2}}"#,
+        "", "[]", "null", "\"x\"", "{", #"{"a"}"#, #"{"a":}"#, #"{"a":1,}"#, #"{"a":1 "b":2}"#, #"{a:1}"#,
+        #"{"a":1}x"#, #"{"a":1}{}"#, "\u{FEFF}{}", #"{"a":'x'}"#, #"{"a":tru}"#, #"{"a":nul}"#,
+        #"{"a":"\x"}"#, #"{"a":"\ud800"}"#, #"{"a":"\udc00\ud800"}"#, #"{"a":"\u12"}"#, "{\"a\":\"\u{01}\"}", "{\"a\":\"x\ny\"}",
+        #"{"a":01}"#, #"{"a":-}"#, #"{"a":1.}"#, #"{"a":.5}"#, #"{"a":1e}"#, #"{"a":+1}"#, #"{"a":0x10}"#,
+        String(repeating: #"{"a":"#, count: 20) + "1" + String(repeating: "}", count: 20),
+    ])
+    func refused(text: String) {
+        #expect(members(text) == nil)
+    }
+
+    @Test("invalid UTF-8 inside a string is refused")
+    func invalidUTF8() {
+        for bytes: [UInt8] in [[0xC3], [0xFF], [0xED, 0xA0, 0x80], [0xC0, 0xAF]] {
+            let text = Array(#"{"a":""#.utf8) + bytes + Array(#""}"#.utf8)
+            #expect((try? AssertionJSON.object(text).get()) == nil)
+        }
+    }
+
+    @Test("the verifier refuses a duplicated claim or header member, and claims of the wrong type, even when signed")
+    func verifierRefusesAmbiguity() throws {
+        let f = try AssertionFixture()
+        let now = Int64(f.clock.date.timeIntervalSince1970)
+        let header = #"{"alg":"EdDSA","kid":"k1","typ":"JWT"}"#
+        let base = #""aud":"documents","exp":\#(now + 300),"iat":\#(now),"iss":"frontend","jti":"\#(UUID().uuidString)""#
+        let ambiguous = [
+            (header, "{" + base + #","sub":"alice@contoso.com","sub":"mallory@contoso.com"}"#),
+            (#"{"alg":"EdDSA","kid":"k1","kid":"k1"}"#, "{" + base + #","sub":"alice@contoso.com"}"#),
+            (header, #"{"aud":"documents","exp":\#(now + 300).0,"iat":\#(now),"iss":"frontend","jti":"j1","sub":"alice@contoso.com"}"#),
+            (header, #"{"aud":"documents","exp":"\#(now + 300)","iat":\#(now),"iss":"frontend","jti":"j2","sub":"alice@contoso.com"}"#),
+            (header, #"{"aud":["documents",7],"exp":\#(now + 300),"iat":\#(now),"iss":"frontend","jti":"j3","sub":"alice@contoso.com"}"#),
+            (header, #"{"aud":"documents","exp":\#(now + 300),"iat":\#(now),"iss":"frontend","jti":"j4","sub":"alice@contoso.com","tid":5}"#),
+            (#"{"alg":"EdDSA","kid":7}"#, "{" + base + #","sub":"alice@contoso.com"}"#),
+        ]
+        for (header, claims) in ambiguous {
+            #expect(throws: AssertionError.self) { try f.verifier.verify(try f.raw(header: header, claims: claims)) }
+        }
+        // The same claims once each, escapes and unknown claims included, verify.
+        let escaped = "{" + base + #","sub":"alice\u0040contoso.com","nbf":null,"tid":"contoso.com","extra":{"x":[1,2.5,null]}}"#
+        let assertion = try f.verifier.verify(try f.raw(header: header, claims: escaped))
+        #expect(assertion.account == "alice@contoso.com" && assertion.tenant == "contoso.com" && assertion.notBefore == nil)
+        #expect(try f.verifier.verify(try f.raw(
+            header: #"{"alg":"EdDSA","kid":"k1"}"#,
+            claims: #"{"aud":["billing","documents"],"exp":\#(now + 300),"iat":\#(now),"iss":"frontend","jti":"many","sub":"bob@contoso.com"}"#)).account == "bob@contoso.com")
+    }
+}
