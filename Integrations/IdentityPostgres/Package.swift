@@ -47,6 +47,9 @@ let package = Package(
             name: "IdentityPostgresTests",
             dependencies: [
                 "IdentityPostgres",
+                // Built so that the multi-process tests can start it.
+                "identity-postgres-node",
+                .product(name: "Logging", package: "swift-log"),
                 .product(name: "PostgresNIO", package: "postgres-nio"),
                 .product(name: "IdentityRuntime", package: "swift-identity-runtime"),
                 .product(name: "IdentityProtection", package: "swift-identity-runtime"),
