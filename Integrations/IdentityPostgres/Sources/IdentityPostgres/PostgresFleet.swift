@@ -108,7 +108,8 @@ public final class PostgresFleet: Sendable {
     }
 
     deinit {
-        timer.source.cancel()
+        // A fleet dropped without shutdown() still closes its connections.
+        shutdown()
     }
 
     /// The connections' state now.
