@@ -25,6 +25,7 @@ let package = Package(
                 .product(name: "PostgresNIO", package: "postgres-nio"),
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
+                .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "IdentityRuntime", package: "swift-identity-runtime"),
                 .product(name: "IdentityProtection", package: "swift-identity-runtime"),
@@ -37,6 +38,7 @@ let package = Package(
             name: "identity-postgres-node",
             dependencies: [
                 "IdentityPostgres",
+                .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
                 .product(name: "IdentityRuntime", package: "swift-identity-runtime"),
                 .product(name: "IdentityProtection", package: "swift-identity-runtime"),
                 .product(name: "IdentityPolicy", package: "swift-identity-runtime"),
@@ -49,6 +51,7 @@ let package = Package(
                 "IdentityPostgres",
                 // Built so that the multi-process tests can start it.
                 "identity-postgres-node",
+                .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "PostgresNIO", package: "postgres-nio"),
                 .product(name: "IdentityRuntime", package: "swift-identity-runtime"),

@@ -4,7 +4,7 @@ import Logging
 import NIOCore
 import NIOPosix
 import PostgresNIO
-import Synchronization
+import NIOConcurrencyHelpers
 
 /// The connections of one instance of a fleet to the fleet's PostgreSQL database, shared by its
 /// ``PostgresKeyStore`` and ``PostgresPolicySource``.
@@ -56,7 +56,7 @@ public final class PostgresFleet: Sendable {
     public let configuration: PostgresFleetConfiguration
     let logger: Logger
     private let eventLoopGroup: any EventLoopGroup
-    private let state: Mutex<State>
+    private let state: NIOLockedValueBox<State>
     private let timer: DispatchSourceTimerBox
 
     static let channels = ["identity_keys", "identity_policies"]
@@ -98,7 +98,7 @@ public final class PostgresFleet: Sendable {
         self.configuration = configuration
         self.logger = logger
         self.eventLoopGroup = MultiThreadedEventLoopGroup.singleton
-        self.state = Mutex(State(backoff: configuration.reconnectInterval, lostAt: Self.now()))
+        self.state = NIOLockedValueBox(State(backoff: configuration.reconnectInterval, lostAt: Self.now()))
         self.timer = DispatchSourceTimerBox(
             DispatchSource.makeTimerSource(queue: DispatchQueue(label: "identity-postgres.fleet.maintenance")))
         let interval = DispatchTimeInterval.milliseconds(Int(max(min(configuration.reconnectInterval, 0.25), 0.01) * 1000))
@@ -114,7 +114,7 @@ public final class PostgresFleet: Sendable {
 
     /// The connections' state now.
     public var status: Status {
-        state.withLock { state in
+        state.withLockedValue { state in
             var connected = false
             if case let .connected(connection) = state.query, !connection.isClosed { connected = true }
             var listening = false
@@ -131,7 +131,7 @@ public final class PostgresFleet: Sendable {
     public func waitUntilReady(timeout: TimeInterval) throws(PostgresFleetError) {
         let deadline = Self.now() + Self.nanoseconds(timeout)
         while true {
-            if state.withLock({ $0.isShutDown }) { throw .shutDown }
+            if state.withLockedValue({ $0.isShutDown }) { throw .shutDown }
             let status = self.status
             if status.isConnected && status.isListening { return }
             if !status.isConnected {
@@ -152,7 +152,7 @@ public final class PostgresFleet: Sendable {
     /// Closes both connections and stops reconnecting. Operations then fail with ``PostgresFleetError/shutDown``.
     public func shutdown() {
         timer.source.cancel()
-        let (query, listen) = state.withLock { state -> (PostgresConnection?, PostgresConnection?) in
+        let (query, listen) = state.withLockedValue { state -> (PostgresConnection?, PostgresConnection?) in
             state.isShutDown = true
             var query: PostgresConnection?
             var listen: PostgresConnection?
@@ -171,7 +171,7 @@ public final class PostgresFleet: Sendable {
     /// Registers `observer` and returns its token and whether the fleet is listening now (with the epoch and,
     /// when not, since when), atomically with the registration.
     func addObserver(_ observer: @escaping @Sendable (Event) -> Void) -> (token: Int, now: Event) {
-        state.withLock { state in
+        state.withLockedValue { state in
             let token = state.nextObserver
             state.nextObserver += 1
             state.observers[token] = observer
@@ -181,11 +181,11 @@ public final class PostgresFleet: Sendable {
     }
 
     func removeObserver(_ token: Int) {
-        _ = state.withLock { $0.observers.removeValue(forKey: token) }
+        _ = state.withLockedValue { $0.observers.removeValue(forKey: token) }
     }
 
     private func broadcast(_ event: Event) {
-        let observers = state.withLock { Array($0.observers.values) }
+        let observers = state.withLockedValue { Array($0.observers.values) }
         for observer in observers { observer(event) }
     }
 
@@ -221,7 +221,7 @@ public final class PostgresFleet: Sendable {
             case fail(PostgresFleetError)
         }
         let now = Self.now()
-        let next: Next = state.withLock { state in
+        let next: Next = state.withLockedValue { state in
             if state.isShutDown { return .fail(.shutDown) }
             switch state.query {
             case let .connected(connection) where !connection.isClosed:
@@ -277,7 +277,7 @@ public final class PostgresFleet: Sendable {
     }
 
     private func connectFinished(attempt: Int, _ result: Result<PostgresConnection, any Error>) {
-        let (surplus, opened): (PostgresConnection?, PostgresConnection?) = state.withLock { state in
+        let (surplus, opened): (PostgresConnection?, PostgresConnection?) = state.withLockedValue { state in
             guard case let .connecting(current, _) = state.query, current == attempt else {
                 if case let .success(connection) = result { return (connection, nil) }
                 return (nil, nil)
@@ -290,7 +290,9 @@ public final class PostgresFleet: Sendable {
                 state.backoff = configuration.reconnectInterval
                 return (nil, connection)
             case let .failure(error):
-                let fleetError = PostgresFleetError.from(error, operation: "connecting to \(configuration.host):\(configuration.port)")
+                // Whatever failed while connecting (refused, "not yet accepting connections"), the database is unavailable.
+                let fleetError = PostgresFleetError.unavailable(
+                    reason: PostgresFleetError.from(error, operation: "connecting to \(configuration.host):\(configuration.port)").description)
                 state.lastError = fleetError
                 state.query = .failed(fleetError, retryAt: Self.now() + Self.nanoseconds(state.backoff))
                 state.backoff = min(state.backoff * 2, configuration.maximumReconnectInterval)
@@ -308,7 +310,7 @@ public final class PostgresFleet: Sendable {
 
     /// Forgets `connection` as the query connection (when it still is) and closes it.
     private func drop(_ connection: PostgresConnection, because error: PostgresFleetError) {
-        state.withLock { state in
+        state.withLockedValue { state in
             if case let .connected(current) = state.query, current === connection {
                 state.query = .idle
                 state.lastError = error
@@ -326,7 +328,7 @@ public final class PostgresFleet: Sendable {
             case heartbeat(PostgresConnection, attempt: Int)
         }
         let now = Self.now()
-        let (action, reconnectQuery): (Action, Bool) = state.withLock { state in
+        let (action, reconnectQuery): (Action, Bool) = state.withLockedValue { state in
             if state.isShutDown { return (.none, false) }
             var reconnectQuery = false
             if case let .failed(_, retryAt) = state.query, now >= retryAt { reconnectQuery = true }
@@ -386,14 +388,14 @@ public final class PostgresFleet: Sendable {
                 }
                 self.listenEstablished(attempt: attempt, connection: connection)
             case let .failure(error):
-                self?.state.withLock { $0.lastError = PostgresFleetError.from(error, operation: "listening for changes") }
+                self?.state.withLockedValue { $0.lastError = PostgresFleetError.from(error, operation: "listening for changes") }
                 self?.listenFailed(attempt: attempt, connection: nil)
             }
         }
     }
 
     private func listenEstablished(attempt: Int, connection: PostgresConnection) {
-        let epoch: Int? = state.withLock { state in
+        let epoch: Int? = state.withLockedValue { state in
             guard case let .connecting(current) = state.listen, current == attempt, !state.isShutDown else { return nil }
             state.listen = .listening(attempt: attempt, connection: connection, heartbeatInFlight: false, lastHeartbeat: Self.now())
             state.listenEpoch += 1
@@ -414,7 +416,7 @@ public final class PostgresFleet: Sendable {
     /// tell the observers when it had been listening.
     private func listenFailed(attempt: Int, connection: PostgresConnection?) {
         let now = Self.now()
-        let (lost, epoch, toClose): (Bool, Int, PostgresConnection?) = state.withLock { state in
+        let (lost, epoch, toClose): (Bool, Int, PostgresConnection?) = state.withLockedValue { state in
             switch state.listen {
             case let .connecting(current) where current == attempt:
                 state.listen = .idle(retryAt: now + Self.nanoseconds(configuration.reconnectInterval))
@@ -436,7 +438,7 @@ public final class PostgresFleet: Sendable {
         let future = connection.query("SELECT 1", logger: logger)
         let timeout = configuration.queryTimeout
         let scheduled = connection.eventLoop.scheduleTask(in: .nanoseconds(Int64(timeout * 1e9))) { [weak self] in
-            self?.state.withLock { $0.lastError = .timedOut(operation: "heartbeat", seconds: timeout) }
+            self?.state.withLockedValue { $0.lastError = .timedOut(operation: "heartbeat", seconds: timeout) }
             self?.listenFailed(attempt: attempt, connection: connection)
         }
         future.whenComplete { [weak self] result in
@@ -444,7 +446,7 @@ public final class PostgresFleet: Sendable {
             guard let self else { return }
             switch result {
             case .success:
-                self.state.withLock { state in
+                self.state.withLockedValue { state in
                     if case let .listening(current, open, _, _) = state.listen, current == attempt {
                         state.listen = .listening(attempt: current, connection: open, heartbeatInFlight: false, lastHeartbeat: Self.now())
                     }
@@ -485,15 +487,15 @@ public final class PostgresFleet: Sendable {
 /// A result handed from an event loop to a blocked thread.
 private final class ResultBox<Value: Sendable>: Sendable {
     let semaphore = DispatchSemaphore(value: 0)
-    private let value = Mutex<Result<Value, any Error>?>(nil)
+    private let value = NIOLockedValueBox<Result<Value, any Error>?>(nil)
 
     func complete(_ result: Result<Value, any Error>) {
-        value.withLock { $0 = result }
+        value.withLockedValue { $0 = result }
         semaphore.signal()
     }
 
     var result: Result<Value, any Error>? {
-        value.withLock { $0 }
+        value.withLockedValue { $0 }
     }
 }
 

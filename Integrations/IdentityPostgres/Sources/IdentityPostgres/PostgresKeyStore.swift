@@ -3,7 +3,7 @@ import IdentityProtection
 import IdentityRuntime
 import NIOCore
 import PostgresNIO
-import Synchronization
+import NIOConcurrencyHelpers
 
 /// A `KeyStore` shared by a fleet of instances through PostgreSQL: envelope-encrypted keys, rotation
 /// coordinated by the database, fleet-wide crypto-shredding within a second.
@@ -75,10 +75,10 @@ public final class PostgresKeyStore: KeyStore {
         }
     }
 
-    private let state: Mutex<State>
+    private let state: NIOLockedValueBox<State>
     private let lifetime: UInt64
     private let grace: UInt64
-    private let observer: Mutex<Int?> = Mutex(nil)
+    private let observer: NIOLockedValueBox<Int?> = NIOLockedValueBox(nil)
 
     /// A key store on `fleet`'s database, wrapping keys with `keyEncryptionKeys`.
     public init(fleet: PostgresFleet, keyEncryptionKeys: any KeyEncryptionKeyProvider) {
@@ -86,24 +86,24 @@ public final class PostgresKeyStore: KeyStore {
         self.keyEncryptionKeys = keyEncryptionKeys
         self.lifetime = PostgresFleet.nanoseconds(fleet.configuration.cacheLifetime)
         self.grace = PostgresFleet.nanoseconds(fleet.configuration.disconnectedGrace)
-        self.state = Mutex(State(lostAt: PostgresFleet.now()))
+        self.state = NIOLockedValueBox(State(lostAt: PostgresFleet.now()))
         let (token, now) = fleet.addObserver { [weak self] event in self?.handle(event) }
-        observer.withLock { $0 = token }
+        observer.withLockedValue { $0 = token }
         handle(now)
     }
 
     deinit {
-        if let token = observer.withLock({ $0 }) { fleet.removeObserver(token) }
+        if let token = observer.withLockedValue({ $0 }) { fleet.removeObserver(token) }
     }
 
     /// The counters so far.
     public var statistics: Statistics {
-        state.withLock { $0.statistics }
+        state.withLockedValue { $0.statistics }
     }
 
     /// Drops every cached key (the next use of each reads the database).
     public func dropCache() {
-        state.withLock { state in
+        state.withLockedValue { state in
             state.accounts.removeAll()
             state.generation &+= 1
         }
@@ -114,7 +114,7 @@ public final class PostgresKeyStore: KeyStore {
     public func currentKey(for identity: Identity) throws(ProtectionError) -> ProtectionKey {
         guard !identity.isUnmanaged else { throw .invalidIdentity(reason: "the unmanaged identity has no keys") }
         let now = PostgresFleet.now()
-        let (cached, generation) = state.withLock { state -> (ProtectionKey?, UInt64) in
+        let (cached, generation) = state.withLockedValue { state -> (ProtectionKey?, UInt64) in
             guard state.cacheUsable(now, grace: grace), let entry = state.accounts[identity]?.current,
                   now &- entry.fetchedAt < lifetime else { return (nil, state.generation) }
             return (entry.key, state.generation)
@@ -126,7 +126,7 @@ public final class PostgresKeyStore: KeyStore {
     public func key(withID id: ProtectionKeyID, for identity: Identity) throws(ProtectionError) -> ProtectionKey {
         if identity.isUnmanaged { throw .keyNotFound(identity: identity, keyID: id) }
         let now = PostgresFleet.now()
-        let (cached, generation) = state.withLock { state -> (ProtectionKey?, UInt64) in
+        let (cached, generation) = state.withLockedValue { state -> (ProtectionKey?, UInt64) in
             guard state.cacheUsable(now, grace: grace), let account = state.accounts[identity] else {
                 return (nil, state.generation)
             }
@@ -149,7 +149,7 @@ public final class PostgresKeyStore: KeyStore {
     @discardableResult
     public func rotateKey(for identity: Identity) throws(ProtectionError) -> ProtectionKey {
         guard !identity.isUnmanaged else { throw .invalidIdentity(reason: "the unmanaged identity has no keys") }
-        let generation = state.withLock { $0.generation }
+        let generation = state.withLockedValue { $0.generation }
         let key = try ProtectionKey.generate()
         let (kekID, wrapped) = try keyEncryptionKeys.wrap(key, context: Self.context(identity))
         let account = identity.foldedName
@@ -171,14 +171,14 @@ public final class PostgresKeyStore: KeyStore {
     public func destroyKeys(for identity: Identity) throws(ProtectionError) {
         if identity.isUnmanaged { return }
         // Locally first: whatever the database says, this instance stops using the keys now.
-        state.withLock { state in
+        state.withLockedValue { state in
             state.accounts[identity] = nil
             state.generation &+= 1
         }
         _ = try run(
             "DELETE FROM identity_key_accounts WHERE account = \(identity.foldedName)",
             operation: "destroying the keys of \(identity.name)")
-        state.withLock { state in
+        state.withLockedValue { state in
             state.accounts[identity] = nil
             state.generation &+= 1
         }
@@ -239,13 +239,13 @@ public final class PostgresKeyStore: KeyStore {
             throw PostgresFleetError.from(error, operation: "decoding a key row").protectionError
         }
         let key = try keyEncryptionKeys.unwrap(wrapped, keyID: id, keyEncryptionKeyID: kekID, context: Self.context(identity))
-        state.withLock { $0.statistics.fetches += 1 }
+        state.withLockedValue { $0.statistics.fetches += 1 }
         return key
     }
 
     private func remember(_ key: ProtectionKey, for identity: Identity, asCurrent: Bool, generation: UInt64) {
         let now = PostgresFleet.now()
-        state.withLock { state in
+        state.withLockedValue { state in
             guard state.generation == generation else { return }
             let entry = Cached(key: key, fetchedAt: now)
             if asCurrent {
@@ -276,13 +276,13 @@ public final class PostgresKeyStore: KeyStore {
         case let .notification(channel, payload):
             guard channel == "identity_keys" else { return }
             let identity = Identity(payload)
-            state.withLock { state in
+            state.withLockedValue { state in
                 state.accounts[identity] = nil
                 state.generation &+= 1
                 state.statistics.invalidations += 1
             }
         case let .listening(epoch):
-            state.withLock { state in
+            state.withLockedValue { state in
                 guard epoch > state.listenEpoch else { return }
                 state.listenEpoch = epoch
                 state.listening = true
@@ -292,7 +292,7 @@ public final class PostgresKeyStore: KeyStore {
                 state.statistics.flushes += 1
             }
         case let .notListening(epoch, at):
-            state.withLock { state in
+            state.withLockedValue { state in
                 guard epoch > state.listenEpoch else { return }
                 state.listenEpoch = epoch
                 state.listening = false

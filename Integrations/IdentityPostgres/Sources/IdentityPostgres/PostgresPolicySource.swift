@@ -3,7 +3,7 @@ import Foundation
 import IdentityPolicy
 import IdentityRuntime
 import PostgresNIO
-import Synchronization
+import NIOConcurrencyHelpers
 
 /// A `PolicySource` shared by a fleet: policy documents in the table `identity_policies`, one row per account or
 /// tenant document, every instance seeing a change within a second.
@@ -53,12 +53,12 @@ public final class PostgresPolicySource: PolicySource {
         var listenEpoch = -1
     }
 
-    private let state = Mutex(State())
+    private let state = NIOLockedValueBox(State())
     /// Serializes reloads; never taken while `state` is held.
-    private let reloading = Mutex(())
+    private let reloading = NIOLockedValueBox(())
     private let queue = DispatchQueue(label: "identity-postgres.policies")
     private let timer: DispatchSourceTimerBox
-    private let observer: Mutex<Int?> = Mutex(nil)
+    private let observer: NIOLockedValueBox<Int?> = NIOLockedValueBox(nil)
 
     /// A source reading `fleet`'s `identity_policies` table. The first read is scheduled at once, in the
     /// background; call ``reload()`` to read now.
@@ -70,27 +70,27 @@ public final class PostgresPolicySource: PolicySource {
         timer.source.setEventHandler { [weak self] in self?.reloadReportingErrors() }
         timer.source.resume()
         let (token, _) = fleet.addObserver { [weak self] event in self?.handle(event) }
-        observer.withLock { $0 = token }
+        observer.withLockedValue { $0 = token }
         scheduleReload()
     }
 
     deinit {
         timer.source.cancel()
-        if let token = observer.withLock({ $0 }) { fleet.removeObserver(token) }
+        if let token = observer.withLockedValue({ $0 }) { fleet.removeObserver(token) }
     }
 
     public var policies: PolicySet {
-        state.withLock { $0.policies }
+        state.withLockedValue { $0.policies }
     }
 
     public func setChangeHandler(_ handler: (@Sendable () -> Void)?) {
-        state.withLock { $0.handler = handler }
+        state.withLockedValue { $0.handler = handler }
     }
 
     /// The problems found by the last reload, sorted by row: malformed documents (whose last good version stays
     /// in force), duplicates, and the table being unreadable.
     public var errors: [PolicyDocumentError] {
-        state.withLock { state in
+        state.withLockedValue { state in
             var errors = state.entries.values.compactMap(\.error) + state.duplicates
             if let failure = state.lastError {
                 errors.append(.directoryUnreadable(path: Self.tablePath, reason: failure.description))
@@ -101,12 +101,12 @@ public final class PostgresPolicySource: PolicySource {
 
     /// The last failure to read the table; `nil` once a read succeeded after it.
     public var lastError: PostgresFleetError? {
-        state.withLock { $0.lastError }
+        state.withLockedValue { $0.lastError }
     }
 
     /// When the table was last read successfully.
     public var lastReload: Date? {
-        state.withLock { $0.lastReload }
+        state.withLockedValue { $0.lastReload }
     }
 
     /// Reads the table now.
@@ -114,7 +114,7 @@ public final class PostgresPolicySource: PolicySource {
     /// - Throws: ``PostgresFleetError`` when the table could not be read; the policies in force stay.
     @discardableResult
     public func reload() throws(PostgresFleetError) -> Bool {
-        let outcome: Result<(Bool, (@Sendable () -> Void)?), PostgresFleetError> = reloading.withLock { _ in
+        let outcome: Result<(Bool, (@Sendable () -> Void)?), PostgresFleetError> = reloading.withLockedValue { _ in
             Result { () throws(PostgresFleetError) in try scan() }
         }
         let (changed, handler) = try outcome.get()
@@ -149,7 +149,7 @@ public final class PostgresPolicySource: PolicySource {
     }
 
     private func scheduleReload() {
-        let schedule = state.withLock { state -> Bool in
+        let schedule = state.withLockedValue { state -> Bool in
             defer { state.reloadScheduled = true }
             return !state.reloadScheduled
         }
@@ -157,7 +157,7 @@ public final class PostgresPolicySource: PolicySource {
         queue.async { [weak self] in
             guard let self else { return }
             // Cleared before reading: a notification arriving during the read schedules another one.
-            self.state.withLock { $0.reloadScheduled = false }
+            self.state.withLockedValue { $0.reloadScheduled = false }
             self.reloadReportingErrors()
         }
     }
@@ -167,7 +167,7 @@ public final class PostgresPolicySource: PolicySource {
         case let .notification(channel, _):
             if channel == "identity_policies" { scheduleReload() }
         case let .listening(epoch):
-            let fresh = state.withLock { state -> Bool in
+            let fresh = state.withLockedValue { state -> Bool in
                 defer { state.listenEpoch = max(state.listenEpoch, epoch) }
                 return epoch > state.listenEpoch
             }
@@ -182,7 +182,7 @@ public final class PostgresPolicySource: PolicySource {
         do throws(PostgresFleetError) {
             rows = try fleet.query("SELECT name, document FROM identity_policies ORDER BY name", operation: "reading identity_policies")
         } catch {
-            state.withLock { $0.lastError = error }
+            state.withLockedValue { $0.lastError = error }
             throw error
         }
         var texts: [(String, String)] = []
@@ -193,10 +193,10 @@ public final class PostgresPolicySource: PolicySource {
             }
         } catch {
             let failure = PostgresFleetError.corruptRow(table: "identity_policies", reason: "\(error)")
-            state.withLock { $0.lastError = failure }
+            state.withLockedValue { $0.lastError = failure }
             throw failure
         }
-        let previous = state.withLock { $0.entries }
+        let previous = state.withLockedValue { $0.entries }
         var entries: [String: Entry] = [:]
         for (name, text) in texts {
             if let old = previous[name], old.text == text {
@@ -233,7 +233,7 @@ public final class PostgresPolicySource: PolicySource {
             }
         }
         let policies = PolicySet(accounts: accounts.mapValues(\.policy), tenants: tenants.mapValues(\.policy))
-        return state.withLock { state in
+        return state.withLockedValue { state in
             let changed = state.policies != policies
             state.entries = entries
             state.policies = policies

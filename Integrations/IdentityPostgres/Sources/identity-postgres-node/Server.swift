@@ -3,7 +3,7 @@ import IdentityPolicy
 import IdentityPostgres
 import IdentityProtection
 import IdentityRuntime
-import Synchronization
+import NIOConcurrencyHelpers
 
 /// Answers one command per line of standard input with one line (`ok ...` or `err CODE ...`) on standard
 /// output; `await-*` commands first answer `waiting` once they are registered, then the result.
@@ -29,8 +29,8 @@ final class Server: Sendable {
     let data: DataProtectionManager
     let files: FileProtectionManager
     let shared: String
-    let events = Mutex<[(time: Double, accounts: [Identity], tenants: [TenantID])]>([])
-    let output = Mutex(())
+    let events = NIOLockedValueBox<[(time: Double, accounts: [Identity], tenants: [TenantID])]>([])
+    let output = NIOLockedValueBox(())
 
     init(configuration: PostgresFleetConfiguration, keks: StaticKeyEncryptionKeys, sharedDirectory: String) throws {
         fleet = PostgresFleet(configuration: configuration)
@@ -50,14 +50,14 @@ final class Server: Sendable {
             for await event in stream {
                 if case let .accountPoliciesDidChange(accounts, tenants) = event {
                     let now = wallClockMilliseconds()
-                    events.withLock { $0.append((now, accounts, tenants)) }
+                    events.withLockedValue { $0.append((now, accounts, tenants)) }
                 }
             }
         }
     }
 
     func say(_ line: String) {
-        output.withLock { _ in
+        output.withLockedValue { _ in
             FileHandle.standardOutput.write(Data((line + "\n").utf8))
         }
     }
@@ -133,10 +133,10 @@ final class Server: Sendable {
             case ("await-policy", 2):
                 let identity = Identity(arguments[0])
                 let deadline = Date().addingTimeInterval((Double(arguments[1]) ?? 2000) / 1000)
-                let seen = events.withLock { $0.count }
+                let seen = events.withLockedValue { $0.count }
                 say("waiting")
                 while Date() < deadline {
-                    let hit = events.withLock { events in
+                    let hit = events.withLockedValue { events in
                         events.dropFirst(seen).first { $0.accounts.contains(identity) }?.time
                     }
                     if let hit { return "ok \(hit)" }
@@ -170,7 +170,7 @@ final class Server: Sendable {
             var firstError: String?
             var samples: [String] = []
         }
-        let totals = Mutex(Totals())
+        let totals = NIOLockedValueBox(Totals())
         let group = DispatchGroup()
         let deadline = Date().addingTimeInterval(seconds)
         for thread in 0..<threads {
@@ -207,7 +207,7 @@ final class Server: Sendable {
                 }
                 let finished = local
                 _ = thread
-                totals.withLock { totals in
+                totals.withLockedValue { totals in
                     totals.ops += finished.ops
                     totals.rotations += finished.rotations
                     totals.mismatches += finished.mismatches
@@ -218,7 +218,7 @@ final class Server: Sendable {
             }
         }
         group.wait()
-        let result = totals.withLock { $0 }
+        let result = totals.withLockedValue { $0 }
         return "ok ops=\(result.ops) rotations=\(result.rotations) mismatches=\(result.mismatches) errors=\(result.errors) samples=\(result.samples.joined(separator: ","))"
             + (result.firstError.map { " first-error=\($0.replacingOccurrences(of: " ", with: "_"))" } ?? "")
     }

@@ -4,7 +4,7 @@ import IdentityPostgres
 import IdentityProtection
 import IdentityRuntime
 import PostgresNIO
-import Synchronization
+import NIOConcurrencyHelpers
 import Testing
 
 /// Everything that needs the server, in one serialized suite: the kill-and-restart test stops the server that

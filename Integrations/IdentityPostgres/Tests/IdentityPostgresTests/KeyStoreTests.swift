@@ -3,7 +3,7 @@ import IdentityPostgres
 import IdentityProtection
 import IdentityRuntime
 import PostgresNIO
-import Synchronization
+import NIOConcurrencyHelpers
 import Testing
 
 extension FleetTests {
@@ -63,12 +63,12 @@ extension FleetTests {
             let pair = try await Pair()
             defer { pair.shutdown() }
             let account = Identity("Race@Contoso.com")
-            let ids = Mutex<Set<String>>([])
+            let ids = NIOLockedValueBox<Set<String>>([])
             DispatchQueue.concurrentPerform(iterations: 16) { index in
                 let store = index % 2 == 0 ? pair.a : pair.b
-                if let key = try? store.currentKey(for: account) { ids.withLock { _ = $0.insert(key.id.description) } }
+                if let key = try? store.currentKey(for: account) { ids.withLockedValue { _ = $0.insert(key.id.description) } }
             }
-            #expect(ids.withLock { $0.count } == 1)
+            #expect(ids.withLockedValue { $0.count } == 1)
             #expect(try pair.b.currentKey(for: Identity("race@contoso.com")) == pair.a.currentKey(for: account))
             #expect(throws: ProtectionError.self) { try pair.a.currentKey(for: .unmanaged) }
         }
@@ -218,7 +218,7 @@ extension FleetTests {
             let accounts = (0..<4).map { Identity("c\($0)@contoso.com") }
             let policy = StaticManagedIdentityPolicy(managed: Set(accounts))
             let managers = [DataProtectionManager(keyStore: pair.a, policy: policy), DataProtectionManager(keyStore: pair.b, policy: policy)]
-            let counts = Mutex((ops: 0, mismatches: 0, errors: [String]()))
+            let counts = NIOLockedValueBox((ops: 0, mismatches: 0, errors: [String]()))
             let deadline = Date().addingTimeInterval(3)
             DispatchQueue.concurrentPerform(iterations: 8) { thread in
                 var kept: [(Data, Data)] = []
@@ -236,20 +236,20 @@ extension FleetTests {
                         let plaintext = Data("\(thread)-\(operations)".utf8)
                         let envelope = try manager.protect(plaintext, identity: account)
                         let other = managers[(thread + operations + 1) % 2]
-                        if try other.unprotect(envelope) != plaintext { counts.withLock { $0.mismatches += 1 } }
+                        if try other.unprotect(envelope) != plaintext { counts.withLockedValue { $0.mismatches += 1 } }
                         if let (old, oldPlaintext) = kept.randomElement(), try manager.unprotect(old) != oldPlaintext {
-                            counts.withLock { $0.mismatches += 1 }
+                            counts.withLockedValue { $0.mismatches += 1 }
                         }
                         if kept.count < 32 { kept.append((envelope, plaintext)) }
                     } catch {
-                        counts.withLock { $0.errors.append(error.description) }
+                        counts.withLockedValue { $0.errors.append(error.description) }
                     }
                     operations += 1
                 }
                 let done = operations
-                counts.withLock { $0.ops += done }
+                counts.withLockedValue { $0.ops += done }
             }
-            let result = counts.withLock { $0 }
+            let result = counts.withLockedValue { $0 }
             #expect(result.ops > 50)
             #expect(result.mismatches == 0)
             #expect(result.errors.isEmpty, "\(result.errors.prefix(3))")

@@ -132,6 +132,7 @@ extension FleetTests {
             try ServerControl.start()
             #expect(TestDatabase.eventually(within: 30) { (try? keys.rotateKey(for: hot)) != nil })
             #expect(TestDatabase.eventually(within: 10) { fleet.status.isListening && strictFleet.status.isListening })
+            #expect(TestDatabase.eventually(within: 30) { (try? strictKeys.rotateKey(for: cold)) != nil })
             #expect(keys.statistics.flushes > flushes)
             // Nothing lost: every envelope made before and during the outage decrypts, on both instances.
             for (envelope, plaintext) in expected {

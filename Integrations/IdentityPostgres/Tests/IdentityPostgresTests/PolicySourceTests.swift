@@ -3,7 +3,7 @@ import IdentityPolicy
 import IdentityPostgres
 import IdentityProtection
 import IdentityRuntime
-import Synchronization
+import NIOConcurrencyHelpers
 import Testing
 
 extension FleetTests {
@@ -89,13 +89,13 @@ extension FleetTests {
 
 /// The events a manager posted, in order.
 final class EventLog: Sendable {
-    private let events = Mutex<[PolicyEvent]>([])
+    private let events = NIOLockedValueBox<[PolicyEvent]>([])
 
     func append(_ event: PolicyEvent) {
-        events.withLock { $0.append(event) }
+        events.withLockedValue { $0.append(event) }
     }
 
     var all: [PolicyEvent] {
-        events.withLock { $0 }
+        events.withLockedValue { $0 }
     }
 }

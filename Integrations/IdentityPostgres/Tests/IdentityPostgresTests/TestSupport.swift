@@ -3,7 +3,7 @@ import IdentityPostgres
 import IdentityProtection
 import Logging
 import PostgresNIO
-import Synchronization
+import NIOConcurrencyHelpers
 import Testing
 
 /// The server the tests use: libpq's variables, as `scripts/with-postgres.sh` exports them.
@@ -76,7 +76,7 @@ final class NodeProcess: Sendable {
 
     /// The lines a child printed, filled by its pipe's handler.
     private final class LineBuffer: Sendable {
-        let lines = Mutex<(buffer: Data, lines: [String], closed: Bool)>((Data(), [], false))
+        let lines = NIOLockedValueBox<(buffer: Data, lines: [String], closed: Bool)>((Data(), [], false))
         let arrived = DispatchSemaphore(value: 0)
     }
 
@@ -109,7 +109,7 @@ final class NodeProcess: Sendable {
         input = stdin.fileHandleForWriting
         stdout.fileHandleForReading.readabilityHandler = { [output] handle in
             let chunk = handle.availableData
-            let count: Int = output.lines.withLock { state in
+            let count: Int = output.lines.withLockedValue { state in
                 if chunk.isEmpty { state.closed = true; return 1 }
                 state.buffer.append(chunk)
                 var added = 0
@@ -136,10 +136,10 @@ final class NodeProcess: Sendable {
     /// The next line the node printed.
     func readLine(timeout: Double) throws -> String {
         while true {
-            if let line = output.lines.withLock({ state -> String? in state.lines.isEmpty ? nil : state.lines.removeFirst() }) {
+            if let line = output.lines.withLockedValue({ state -> String? in state.lines.isEmpty ? nil : state.lines.removeFirst() }) {
                 return line
             }
-            if output.lines.withLock({ $0.closed }) { throw NodeError.exited }
+            if output.lines.withLockedValue({ $0.closed }) { throw NodeError.exited }
             guard output.arrived.wait(timeout: .now() + timeout) == .success else { throw NodeError.timedOut }
         }
     }
