@@ -7,7 +7,7 @@ import Musl
 import Darwin
 #endif
 
-/// Why a protection operation failed. Every case has a stable numeric ``code`` (100...112) that is part of
+/// Why a protection operation failed. Every case has a stable numeric ``code`` (100...113) that is part of
 /// the public contract: log it, compare it, show it.
 ///
 /// | code | case | meaning |
@@ -25,6 +25,7 @@ import Darwin
 /// | 110 | ``encryptionRequired(path:)`` | a plaintext handle was asked for a file that must be encrypted at rest: use ``ProtectedFile`` |
 /// | 111 | ``fileClosed(path:)`` | a ``ProtectedFile`` was used after ``ProtectedFile/close()`` |
 /// | 112 | ``invalidOffset(path:offset:)`` | an offset or size beyond what the file format can address |
+/// | 113 | ``keyStoreUnavailable(reason:)`` | a remote ``KeyStore`` (a fleet's database) could not answer in time and has no usable cached key: the operation was refused, nothing was created or returned |
 ///
 /// A failed operation never returns plaintext that was not authenticated and never leaves a modified
 /// original behind.
@@ -61,6 +62,10 @@ public enum ProtectionError: Error, Equatable, Sendable, CustomStringConvertible
     case fileClosed(path: String)
     /// 112: an offset or size that the file format cannot address (beyond 2^62 bytes of content).
     case invalidOffset(path: String, offset: UInt64)
+    /// 113: the ``KeyStore`` keeps its keys elsewhere (a database shared by a fleet of instances) and could not
+    /// reach it within its timeout, and holds no cached key it may still use. Nothing was returned or created;
+    /// retrying later may succeed. `reason` says what failed (no key material, no plaintext).
+    case keyStoreUnavailable(reason: String)
 
     /// The stable numeric code of the case.
     public var code: Int {
@@ -78,6 +83,7 @@ public enum ProtectionError: Error, Equatable, Sendable, CustomStringConvertible
         case .encryptionRequired: return 110
         case .fileClosed: return 111
         case .invalidOffset: return 112
+        case .keyStoreUnavailable: return 113
         }
     }
 
@@ -109,6 +115,8 @@ public enum ProtectionError: Error, Equatable, Sendable, CustomStringConvertible
             return "ProtectionError 111: the ProtectedFile for \(path) is closed"
         case let .invalidOffset(path, offset):
             return "ProtectionError 112: offset \(offset) is beyond what \(path) can address"
+        case let .keyStoreUnavailable(reason):
+            return "ProtectionError 113: the key store is unavailable: \(reason)"
         }
     }
 
