@@ -55,7 +55,7 @@ public final class PostgresPolicySource: PolicySource {
 
     private let state = NIOLockedValueBox(State())
     /// Serializes reloads; never taken while `state` is held.
-    private let reloading = NIOLockedValueBox(())
+    private let reloading = NIOLock()
     private let queue = DispatchQueue(label: "identity-postgres.policies")
     private let timer: DispatchSourceTimerBox
     private let observer: NIOLockedValueBox<Int?> = NIOLockedValueBox(nil)
@@ -114,7 +114,7 @@ public final class PostgresPolicySource: PolicySource {
     /// - Throws: ``PostgresFleetError`` when the table could not be read; the policies in force stay.
     @discardableResult
     public func reload() throws(PostgresFleetError) -> Bool {
-        let outcome: Result<(Bool, (@Sendable () -> Void)?), PostgresFleetError> = reloading.withLockedValue { _ in
+        let outcome: Result<(Bool, (@Sendable () -> Void)?), PostgresFleetError> = reloading.withLock {
             Result { () throws(PostgresFleetError) in try scan() }
         }
         let (changed, handler) = try outcome.get()
