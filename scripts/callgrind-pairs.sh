@@ -6,9 +6,9 @@
 #
 #   scripts/callgrind-pairs.sh                    # print the table
 #   scripts/callgrind-pairs.sh --check FILE       # also fail when a member exceeds its limit in FILE
-#   scripts/callgrind-pairs.sh --write FILE       # write measured counts + headroom (3%, 6% for operations, protect,
-#                                                 # and tasks, 25% for the shared-manager switch, + 20) as
-#                                                 # the limits
+#   scripts/callgrind-pairs.sh --write FILE       # write measured counts + headroom (3%; 6% for operations and protect;
+#                                                 # 20% for tasks; 50% for the shared-manager switch;
+#                                                 # + 20) as the limits
 #
 # Environment: IDENTITY_CALLGRIND_COUNT (operations per run, default 20000), IDENTITY_CALLGRIND_PAIRS
 # (space-separated pair names), IDENTITY_HARNESS (a prebuilt release binary; default: builds one).
@@ -33,6 +33,10 @@ if [ -z "$harness" ]; then
     swift build -c release --product identity-harness >&2
     harness="$(swift build -c release --show-bin-path)/identity-harness"
 fi
+
+# Swift seeds every Hasher per process, so a dictionary lookup probes a different number of slots from run to
+# run (seen: 3,672 to 3,801 instructions for one switch). A fixed seed makes the counts repeat exactly.
+export SWIFT_DETERMINISTIC_HASHING=1
 
 work="$(mktemp -d)"
 trap 'rm -rf "$work"' EXIT
@@ -63,8 +67,14 @@ for pair in $pairs; do
         # OperationQueue and the concurrency runtime hand work between threads internally, so their counts
         # move by a few percent between runs; dispatch (submitted while suspended) and reads repeat exactly.
         # A switch on PolicyManager.shared posts to NotificationCenter.default, whose post moves by up to 20%.
+        # The concurrency runtime's thread handoffs move a Task's count by up to 13% (seen: 6,151 to 6,949),
+        # NotificationCenter's post by up to 25% (seen: 12,264 to 15,126).
         headroom=103
-        case "$pair" in operation-*|task-*|protect-*|unprotect-*) headroom=106 ;; ui-switch-shared-*) headroom=125 ;; esac
+        case "$pair" in
+            operation-*|protect-*|unprotect-*) headroom=106 ;;
+            task-*) headroom=120 ;;
+            ui-switch-shared-*) headroom=150 ;;
+        esac
         echo "$pair ours $(( per[ours] * headroom / 100 + 20 ))" >> "$limits.tmp"
     elif [ "$mode" = "check" ]; then
         limit=$(awk -v p="$pair" '$1 == p && $2 == "ours" { print $3 }' "$limits")
@@ -77,7 +87,7 @@ for pair in $pairs; do
     unset per
 done
 if [ "$mode" = "write" ]; then
-    { echo "# pair side max-instructions-per-op (scripts/callgrind-pairs.sh --write: measured + 3%, 6% or 25% + 20)"
+    { echo "# pair side max-instructions-per-op (scripts/callgrind-pairs.sh --write: measured + 3%, 6%, 20% or 50% + 20; counted with SWIFT_DETERMINISTIC_HASHING=1)"
       cat "$limits.tmp"; } > "$limits"
     rm -f "$limits.tmp"
     echo "wrote $limits"

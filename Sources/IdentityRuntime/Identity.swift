@@ -89,9 +89,12 @@ public struct Identity: Sendable, Hashable, CustomStringConvertible, CustomDebug
 
     public var debugDescription: String { "Identity(\(String(reflecting: storage.name)))" }
 
+    /// Equal when the case-folded keys are equal. Keys whose cached hashes differ cannot be equal, so a
+    /// dictionary probe that meets another account's entry is told apart without comparing strings.
     @inlinable
     public static func == (lhs: Identity, rhs: Identity) -> Bool {
-        lhs.storage === rhs.storage || lhs.storage.key == rhs.storage.key
+        lhs.storage === rhs.storage
+            || (lhs.storage.keyHash == rhs.storage.keyHash && lhs.storage.key == rhs.storage.key)
     }
 
     /// Feeds the key's hash, computed once when the identity was made, so a dictionary lookup of an identity
@@ -107,6 +110,7 @@ public struct Identity: Sendable, Hashable, CustomStringConvertible, CustomDebug
         @usableFromInline
         let key: String
         /// `key.hashValue` (seeded per process, like every `Hasher`).
+        @usableFromInline
         let keyHash: Int
 
         init(name: String) {

@@ -22,8 +22,10 @@ public struct WindowID: Hashable, Sendable, CustomStringConvertible, Expressible
 
     public var description: String { rawValue }
 
+    /// Equal when the raw values are; windows whose cached hashes differ are told apart without comparing
+    /// strings.
     public static func == (lhs: WindowID, rhs: WindowID) -> Bool {
-        lhs.rawValue == rhs.rawValue
+        lhs.rawValueHash == rhs.rawValueHash && lhs.rawValue == rhs.rawValue
     }
 
     public func hash(into hasher: inout Hasher) {

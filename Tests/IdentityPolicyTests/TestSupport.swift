@@ -48,13 +48,24 @@ final class Gate: Sendable {
     }
 }
 
-/// Polls `condition` every millisecond until it holds or `seconds` pass. The deadline detects a hang; it is
-/// not a speed claim, so it is generous: a slow or loaded machine must not fail a test that would pass.
+/// Polls `condition` every millisecond until it holds or `seconds` of budget are spent. The budget detects a
+/// hang; it is not a speed claim, so it is generous: a slow or loaded machine must not fail a test that would
+/// pass.
+///
+/// A poll whose millisecond sleep took far longer means this task was starved (every test of the process
+/// runs at once on the cooperative pool; under ThreadSanitizer on a busy machine a whole run has stalled for
+/// minutes): the work being waited for was starved with it, so such a poll spends at most 100 ms of the
+/// budget, however long it took. A real hang still ends: every poll spends something.
 func eventually(within seconds: Double = 300, _ condition: @Sendable () -> Bool) async -> Bool {
-    let deadline = Date().addingTimeInterval(seconds)
-    while Date() < deadline {
+    let clock = ContinuousClock()
+    var budget = Duration.seconds(seconds)
+    var last = clock.now
+    while budget > .zero {
         if condition() { return true }
         try? await Task.sleep(for: .milliseconds(1))
+        let now = clock.now
+        budget -= min(now - last, .milliseconds(100))
+        last = now
     }
     return condition()
 }
