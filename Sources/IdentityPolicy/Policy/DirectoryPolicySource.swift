@@ -141,28 +141,9 @@ public final class DirectoryPolicySource: PolicySource {
                 entries[name] = Entry(data: data, document: previous[name]?.document, error: error)
             }
         }
-        var accounts: [Identity: (policy: Policy, path: String)] = [:]
-        var tenants: [TenantID: (policy: Policy, path: String)] = [:]
-        var duplicates: [PolicyDocumentError] = []
-        for name in names {
-            guard let document = entries[name]?.document else { continue }
-            let path = (directory as NSString).appendingPathComponent(name)
-            switch document.subject {
-            case let .account(identity):
-                if let other = accounts[identity] {
-                    duplicates.append(.duplicate(path: path, subject: document.subject.description, otherPath: other.path))
-                } else {
-                    accounts[identity] = (document.policy, path)
-                }
-            case let .tenant(tenant):
-                if let other = tenants[tenant] {
-                    duplicates.append(.duplicate(path: path, subject: document.subject.description, otherPath: other.path))
-                } else {
-                    tenants[tenant] = (document.policy, path)
-                }
-            }
-        }
-        let policies = PolicySet(accounts: accounts.mapValues(\.policy), tenants: tenants.mapValues(\.policy))
+        let (policies, duplicates) = PolicySet.assembled(from: names.compactMap { name in
+            entries[name]?.document.map { (path: (directory as NSString).appendingPathComponent(name), document: $0) }
+        })
         return state.withLock { state in
             let changed = state.policies != policies
             state.entries = entries

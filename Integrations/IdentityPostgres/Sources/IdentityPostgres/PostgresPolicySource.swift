@@ -211,28 +211,9 @@ public final class PostgresPolicySource: PolicySource {
                 entries[name] = Entry(text: text, document: previous[name]?.document, error: error)
             }
         }
-        var accounts: [Identity: (policy: Policy, path: String)] = [:]
-        var tenants: [TenantID: (policy: Policy, path: String)] = [:]
-        var duplicates: [PolicyDocumentError] = []
-        for (name, _) in texts {
-            guard let document = entries[name]?.document else { continue }
-            let path = "\(Self.tablePath)/\(name)"
-            switch document.subject {
-            case let .account(identity):
-                if let other = accounts[identity] {
-                    duplicates.append(.duplicate(path: path, subject: document.subject.description, otherPath: other.path))
-                } else {
-                    accounts[identity] = (document.policy, path)
-                }
-            case let .tenant(tenant):
-                if let other = tenants[tenant] {
-                    duplicates.append(.duplicate(path: path, subject: document.subject.description, otherPath: other.path))
-                } else {
-                    tenants[tenant] = (document.policy, path)
-                }
-            }
-        }
-        let policies = PolicySet(accounts: accounts.mapValues(\.policy), tenants: tenants.mapValues(\.policy))
+        let (policies, duplicates) = PolicySet.assembled(from: texts.compactMap { name, _ in
+            entries[name]?.document.map { (path: "\(Self.tablePath)/\(name)", document: $0) }
+        })
         return state.withLockedValue { state in
             let changed = state.policies != policies
             state.entries = entries
