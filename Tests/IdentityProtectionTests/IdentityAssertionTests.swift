@@ -84,6 +84,54 @@ struct IdentityAssertionTests {
         #expect(throws: ProtectionError.self) { try AssertionVerificationKey(rawRepresentation: []) }
     }
 
+    @Test("one key object shared by many threads: concurrent signatures and verifications all check out, also as copies die")
+    func sharedKeyObjects() async throws {
+        let f = try AssertionFixture()
+        let other = try AssertionSigningKey()
+        // Every task signs with a copy of the signer and verifies with the shared verifier; half also check a
+        // signature under the wrong key. Copies of the keys end with their tasks while other tasks still use them.
+        let outcomes = await withTaskGroup(of: (valid: Int, refused: Int).self) { group in
+            for task in 0..<8 {
+                let signer = f.signer, verifier = f.verifier, wrongKey = other.publicKey
+                group.addTask {
+                    var valid = 0, refused = 0
+                    for index in 0..<100 {
+                        guard let token = try? signer.sign(
+                            account: Identity("user\(task)-\(index)@contoso.com"), audience: "documents", now: f.clock.date)
+                        else { continue }
+                        if (try? verifier.verify(token))?.account == Identity("user\(task)-\(index)@contoso.com") { valid += 1 }
+                        let parts = token.split(separator: ".")
+                        if task.isMultiple(of: 2), let signature = Base64URL.decode(parts[2]),
+                           (try? wrongKey.isValidSignature(signature, of: Array((parts[0] + "." + parts[1]).utf8))) == false {
+                            refused += 1
+                        }
+                    }
+                    return (valid, refused)
+                }
+            }
+            return await group.reduce(into: (valid: 0, refused: 0)) { $0.valid += $1.valid; $0.refused += $1.refused }
+        }
+        #expect(outcomes.valid == 800)
+        #expect(outcomes.refused == 400)
+    }
+
+    @Test("a public key the crypto library cannot use verifies nothing, and keys compare by their bytes")
+    func unusablePublicKey() throws {
+        let f = try AssertionFixture()
+        let token = try f.token()
+        let parts = token.split(separator: ".")
+        let signature = try #require(Base64URL.decode(parts[2]))
+        let input = Array((parts[0] + "." + parts[1]).utf8)
+        #expect(try f.key.publicKey.isValidSignature(signature, of: input))
+        // All ones is not the encoding of a curve point (its y is not below p).
+        let junk = try AssertionVerificationKey(rawRepresentation: [UInt8](repeating: 0xFF, count: 32))
+        #expect(try junk.isValidSignature(signature, of: input) == false)
+        #expect(try f.key.publicKey.isValidSignature(Array(signature.dropLast()), of: input) == false)
+        let same = try AssertionVerificationKey(rawRepresentation: f.key.publicKey.rawRepresentation)
+        #expect(same == f.key.publicKey && Set([same, f.key.publicKey]).count == 1)
+        #expect(junk != f.key.publicKey)
+    }
+
     @Test("every refusal has its typed error")
     func refusals() throws {
         let f = try AssertionFixture()
