@@ -10,7 +10,8 @@
 #                                                 # 20% for tasks; 50% for the shared-manager switch;
 #                                                 # + 20) as the limits
 #
-# Environment: IDENTITY_CALLGRIND_COUNT (operations per run, default 20000), IDENTITY_CALLGRIND_PAIRS
+# Environment: IDENTITY_CALLGRIND_COUNT (operations per run, default 20000; `assertion-verify`, whose
+# operation is one Ed25519 verification of about 1.6 M instructions, counts 256), IDENTITY_CALLGRIND_PAIRS
 # (space-separated pair names), IDENTITY_HARNESS (a prebuilt release binary; default: builds one).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -27,7 +28,7 @@ esac
 command -v valgrind >/dev/null || { echo "valgrind is required (apt-get install valgrind)" >&2; exit 1; }
 
 count="${IDENTITY_CALLGRIND_COUNT:-20000}"
-pairs="${IDENTITY_CALLGRIND_PAIRS:-async-identity async-no-identity sync operation-subclass task-in-scope read-file-identity read-nothing-set ui-switch-unmanaged ui-switch-unmanaged-change ui-switch-shared-change protect-1k unprotect-1k}"
+pairs="${IDENTITY_CALLGRIND_PAIRS:-async-identity async-no-identity sync operation-subclass task-in-scope read-file-identity read-nothing-set ui-switch-unmanaged ui-switch-unmanaged-change ui-switch-shared-change protect-1k unprotect-1k assertion-verify}"
 harness="${IDENTITY_HARNESS:-}"
 if [ -z "$harness" ]; then
     swift build -c release --product identity-harness >&2
@@ -55,10 +56,12 @@ failures=0
 printf '| pair | raw | peer | ours | ours/raw | ours/peer |\n|---|---:|---:|---:|---:|---:|\n'
 for pair in $pairs; do
     declare -A per=()
+    n="$count"
+    case "$pair" in assertion-*) n="${IDENTITY_CALLGRIND_COUNT:-256}" ;; esac
     for side in raw peer ours; do
         base=$(instructions "$pair" "$side" 0)
-        full=$(instructions "$pair" "$side" "$count")
-        per[$side]=$(( (full - base) / count ))
+        full=$(instructions "$pair" "$side" "$n")
+        per[$side]=$(( (full - base) / n ))
     done
     printf '| %s | %d | %d | %d | %s | %s |\n' "$pair" "${per[raw]}" "${per[peer]}" "${per[ours]}" \
         "$(awk -v a="${per[ours]}" -v b="${per[raw]}" 'BEGIN { printf "%.2fx", a / (b > 0 ? b : 1) }')" \

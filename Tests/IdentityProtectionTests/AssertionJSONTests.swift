@@ -72,4 +72,43 @@ struct AssertionJSONTests {
             header: #"{"alg":"EdDSA","kid":"k1"}"#,
             claims: #"{"aud":["billing","documents"],"exp":\#(now + 300),"iat":\#(now),"iss":"frontend","jti":"many","sub":"bob@contoso.com"}"#)).account == "bob@contoso.com")
     }
+
+    @Test("the writer: what it writes reads back member for member, here and in JSONSerialization; exactly the escapes JSON needs")
+    func writer() throws {
+        // Every control character, the two that must be escaped, the slash, and characters beyond ASCII.
+        let awkward = String((0..<0x20).map { Character(Unicode.Scalar(UInt8($0))) }) + "\"\\/é😀\u{7F}"
+        var generator = SystemRandomNumberGenerator()
+        var samples = [awkward, "", "plain", "tenant.example/x"]
+        for _ in 0..<500 {
+            let scalars = (0..<Int.random(in: 0...24, using: &generator)).map { _ -> Character in
+                let pick = [UInt32.random(in: 0...0x7F, using: &generator), UInt32.random(in: 0x80...0xD7FF, using: &generator),
+                            UInt32.random(in: 0xE000...0x10FFFF, using: &generator)].randomElement(using: &generator)!
+                return Character(Unicode.Scalar(pick) ?? "x")
+            }
+            samples.append(String(scalars))
+        }
+        for (index, text) in samples.enumerated() {
+            let integer = Int64.random(in: Int64.min...Int64.max, using: &generator)
+            let bytes = AssertionJSON.objectBytes([("a", .string(text)), ("n", .integer(integer)), ("z", .integer(index == 0 ? Int64.min : 0))])
+            let ours = try AssertionJSON.object(bytes).get()
+            #expect(ours["a"] == .string(text))
+            #expect(ours["n"] == .integer(integer))
+            let foundation = try #require(try JSONSerialization.jsonObject(with: Data(bytes)) as? [String: Any])
+            #expect(foundation["a"] as? String == text)
+        }
+        #expect(String(decoding: AssertionJSON.objectBytes([("k", .string(awkward))]), as: UTF8.self)
+            == #"{"k":"\u0000\u0001\u0002\u0003\u0004\u0005\u0006\u0007\b\t\n\u000b\f\r\u000e\u000f\u0010\u0011\u0012\u0013\u0014\u0015\u0016\u0017\u0018\u0019\u001a\u001b\u001c\u001d\u001e\u001f\"\\/é😀"# + "\u{7F}" + #""}"#)
+    }
+
+    @Test("claims of a date JSON cannot hold as whole seconds are refused with a typed error, not a crash")
+    func unwritableDate() throws {
+        let signer = IdentityAssertionSigner(key: try AssertionSigningKey(), keyID: "k1", issuer: "frontend")
+        var assertion = IdentityAssertion(
+            account: "alice@contoso.com", issuer: "frontend", audience: "documents", issuedAt: Date(), expiresAt: Date())
+        assertion.expiresAt = Date(timeIntervalSince1970: 1e300)
+        #expect(throws: ProtectionError.self) { try signer.sign(assertion) }
+        assertion.expiresAt = Date().addingTimeInterval(60)
+        assertion.notBefore = Date(timeIntervalSince1970: -.infinity)
+        #expect(throws: ProtectionError.self) { try signer.sign(assertion) }
+    }
 }

@@ -44,18 +44,24 @@ public struct IdentityAssertion: Sendable, Hashable {
         Date(timeIntervalSince1970: date.timeIntervalSince1970.rounded(.down))
     }
 
-    /// The claims as a JSON object with sorted keys.
+    /// The claims as a compact JSON object with sorted keys.
+    /// - Throws: ``ProtectionError/invalidEnvelope(reason:)`` when a time is not a whole number of seconds
+    ///   that JSON integers of 64 bits can hold (a date millions of years away).
     func claimsJSON() throws(ProtectionError) -> [UInt8] {
-        var claims: [String: Any] = [
-            "sub": account.name, "iss": issuer, "aud": audience, "jti": tokenID,
-            "iat": Int64(issuedAt.timeIntervalSince1970), "exp": Int64(expiresAt.timeIntervalSince1970),
-        ]
-        if let tenant { claims["tid"] = tenant }
-        if let notBefore { claims["nbf"] = Int64(notBefore.timeIntervalSince1970) }
-        guard let data = try? JSONSerialization.data(withJSONObject: claims, options: [.sortedKeys, .withoutEscapingSlashes]) else {
-            throw .invalidEnvelope(reason: "the assertion's claims cannot be written as JSON")
+        func seconds(_ date: Date, _ claim: String) throws(ProtectionError) -> AssertionJSON.Written {
+            guard let value = Int64(exactly: date.timeIntervalSince1970.rounded(.down)) else {
+                throw .invalidEnvelope(reason: "the assertion's \(claim) cannot be written as whole seconds")
+            }
+            return .integer(value)
         }
-        return Array(data)
+        var members: [(name: String, value: AssertionJSON.Written)] = [
+            ("aud", .string(audience)), ("exp", try seconds(expiresAt, "exp")), ("iat", try seconds(issuedAt, "iat")),
+            ("iss", .string(issuer)), ("jti", .string(tokenID)),
+        ]
+        if let notBefore { members.append(("nbf", try seconds(notBefore, "nbf"))) }
+        members.append(("sub", .string(account.name)))
+        if let tenant { members.append(("tid", .string(tenant))) }
+        return AssertionJSON.objectBytes(members)
     }
 }
 

@@ -14,22 +14,20 @@ public struct IdentityAssertionSigner: Sendable {
     public let keyID: String
     public let issuer: String
     /// The base64url JOSE header (`alg`, `kid`, `typ`), the same for every token: encoded once.
-    private let encodedHeader: String?
+    private let encodedHeader: String
 
     public init(key: AssertionSigningKey, keyID: String, issuer: String) {
         self.key = key
         self.keyID = keyID
         self.issuer = issuer
-        encodedHeader = (try? JSONSerialization.data(
-            withJSONObject: ["alg": "EdDSA", "kid": keyID, "typ": "JWT"], options: [.sortedKeys, .withoutEscapingSlashes]
-        )).map(Base64URL.encode)
+        encodedHeader = Base64URL.encode(
+            AssertionJSON.objectBytes([("alg", .string("EdDSA")), ("kid", .string(keyID)), ("typ", .string("JWT"))]))
     }
 
     /// The compact JWS of `assertion` (its issuer is replaced by this signer's).
     public func sign(_ assertion: IdentityAssertion) throws(ProtectionError) -> String {
         var assertion = assertion
         assertion.issuer = issuer
-        guard let encodedHeader else { throw .invalidEnvelope(reason: "the key ID cannot be written as JSON") }
         let signingInput = encodedHeader + "." + Base64URL.encode(try assertion.claimsJSON())
         let signature = try key.signature(of: Array(signingInput.utf8))
         return signingInput + "." + Base64URL.encode(signature)
