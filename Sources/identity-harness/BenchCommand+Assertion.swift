@@ -107,7 +107,68 @@ extension BenchCommand {
     }
 }
 
+extension BenchCommand {
+    /// The `assertion-sign` pair: what signing an identity assertion costs against its floor.
+    /// - **raw**: one bare Ed25519 signature of a token's signing input (`AssertionSigningKey.signature(of:)`);
+    /// - **peer**: what a straightforward signer writes: `JSONSerialization` for header and claims, base64url
+    ///   through Foundation, a fresh `UUID` token ID, then the same signature (the shape of this project's signer
+    ///   before it wrote its JSON itself);
+    /// - **ours**: `IdentityAssertionSigner.sign(account:tenant:audience:)`.
+    static func assertionSignPair(operations: Int) -> Pair {
+        let signed = Mutex(0)
+        func count(_ bytes: Int) { signed.withLock { $0 &+= bytes } }
+        return Pair(
+            name: "assertion-sign", title: "sign an identity assertion (Ed25519)", targetRatio: nil,
+            operations: operations,
+            raw: { total in
+                let pool = AssertionPool.shared
+                var bytes = 0
+                for index in 0..<total {
+                    bytes &+= (try? pool.key.signature(of: pool.signingInputs[index % pool.signingInputs.count]))?.count ?? 0
+                }
+                count(bytes)
+            },
+            peer: { total in
+                let pool = AssertionPool.shared
+                var bytes = 0
+                for index in 0..<total {
+                    let now = Int64(Date().timeIntervalSince1970)
+                    let claims: [String: Any] = [
+                        "sub": "user\(index % 64)@tenant\(index % 8).example", "tid": "tenant\(index % 8).example",
+                        "iss": "frontend", "aud": "documents", "jti": UUID().uuidString, "iat": now, "exp": now + 300,
+                    ]
+                    guard let header = try? JSONSerialization.data(
+                              withJSONObject: ["alg": "EdDSA", "kid": "bench", "typ": "JWT"], options: [.sortedKeys, .withoutEscapingSlashes]),
+                          let body = try? JSONSerialization.data(withJSONObject: claims, options: [.sortedKeys, .withoutEscapingSlashes])
+                    else { continue }
+                    let input = header.base64URL + "." + body.base64URL
+                    guard let signature = try? pool.key.signature(of: Array(input.utf8)) else { continue }
+                    bytes &+= (input + "." + Data(signature).base64URL).utf8.count
+                }
+                count(bytes)
+            },
+            ours: { total in
+                let pool = AssertionPool.shared
+                let signer = IdentityAssertionSigner(key: pool.key, keyID: "bench", issuer: "frontend")
+                var bytes = 0
+                for index in 0..<total {
+                    bytes &+= (try? signer.sign(
+                        account: Identity("user\(index % 64)@tenant\(index % 8).example"), tenant: "tenant\(index % 8).example",
+                        audience: "documents"))?.utf8.count ?? 0
+                }
+                count(bytes)
+            })
+    }
+}
+
 extension Data {
+    /// base64url without padding, through Foundation (the peer's encoder).
+    var base64URL: String {
+        var text = base64EncodedString().replacingOccurrences(of: "+", with: "-").replacingOccurrences(of: "/", with: "_")
+        while text.hasSuffix("=") { text.removeLast() }
+        return text
+    }
+
     /// base64url without padding, through Foundation (the peer's decoder).
     init?(base64URL text: String) {
         var base64 = text.replacingOccurrences(of: "-", with: "+").replacingOccurrences(of: "_", with: "/")

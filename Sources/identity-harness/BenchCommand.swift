@@ -25,7 +25,7 @@ import Synchronization
 ///   several rounds, printed as median ns per operation and the median ratios ours/raw and ours/peer.
 ///   Run it in release mode: `swift run -c release identity-harness bench`. `--only NAME` prints one pair;
 ///   `--cpu-time` measures the calling thread's CPU time instead of wall clock (meaningful only for pairs that
-///   run on the calling thread, such as `assertion-verify`), so that a loaded machine does not count.
+///   run on the calling thread, such as `assertion-verify` and `assertion-sign`), so that a loaded machine does not count.
 /// - one member (`--pair NAME --side raw|peer|ours --count N`): runs a warm-up of 1,000 operations, then
 ///   `N` operations of that member, and nothing else, for `scripts/callgrind-pairs.sh` to count
 ///   instructions (a run with `--count 0` is the baseline it subtracts).
@@ -62,7 +62,7 @@ enum BenchCommand {
         /// Prints the table for this pair only.
         var only: String?
         /// Measures the calling thread's CPU time instead of wall clock: for pairs whose members run on the
-        /// calling thread only (`assertion-verify`, the reads), so that a loaded machine does not count.
+        /// calling thread only (`assertion-verify`, `assertion-sign`, the reads), so that a loaded machine does not count.
         var cpuTime = false
         var side = Side.ours
         var count = 20_000
@@ -490,6 +490,7 @@ enum BenchCommand {
                          completionQueue: completionQueue, completionHandler: completed)
                  }),
             assertionPair(operations: n(4_000)),
+            assertionSignPair(operations: n(4_000)),
         ] + protectionPairs(operations: n(20_000))
     }
 }
