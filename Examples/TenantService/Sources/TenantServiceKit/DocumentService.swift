@@ -24,6 +24,8 @@ extension TenantServices {
         let router = Router(context: TenantRequestContext.self)
         addDocumentRoutes(to: router.group("/v1").add(middleware: IdentityMiddleware(verifier: documentsVerifier, policies: policies)))
         addDocumentRoutes(to: router.group("/plain").add(middleware: PlainIdentityMiddleware(policies: policies)))
+        addDocumentRoutes(to: router.group("/bare").add(
+            middleware: BareSignatureMiddleware(key: gatewaySigner.key.publicKey, policies: policies)))
         return router
     }
 

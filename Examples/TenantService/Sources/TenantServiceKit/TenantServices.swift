@@ -15,8 +15,10 @@ import Synchronization
 /// - the **document service** (audience `documents`): documents per account stored through the runtime's
 ///   `FileProtectionManager` (owner = the request's account, encrypted when the account's policy says so,
 ///   other tenants' documents refused), an export endpoint under the save-to rules, an account wipe. Its
-///   routes are served twice: under `/v1`, behind ``IdentityMiddleware`` (a verified assertion, then
-///   admission), and under `/plain`, behind ``PlainIdentityMiddleware`` (the comparison baseline);
+///   routes are served three times: under `/v1`, behind ``IdentityMiddleware`` (a verified assertion, then
+///   admission), and for the load test's comparisons under `/plain`, behind ``PlainIdentityMiddleware`` (the
+///   account from a header, unverified), and under `/bare`, behind ``BareSignatureMiddleware`` (a bare signature
+///   check, nothing else);
 /// - the **audit service** (audience `audit`), which the document service calls for every request from a
 ///   `Task` deep in the request's hops, with a new assertion signed for the identity seen there. It verifies it
 ///   with ``IdentityMiddleware`` and logs the event through a logger whose metadata provider (IdentityLogging)

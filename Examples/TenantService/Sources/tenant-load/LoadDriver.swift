@@ -95,11 +95,18 @@ struct Tally: Sendable {
     }
 }
 
-enum Mode: String, Sendable {
+enum Mode: String, Sendable, CaseIterable {
     case verified = "with IdentityMiddleware"
     case plain = "without (plain header)"
+    case bare = "bare signature check"
 
-    var prefix: String { self == .verified ? "/v1" : "/plain" }
+    var prefix: String {
+        switch self {
+        case .verified: "/v1"
+        case .plain: "/plain"
+        case .bare: "/bare"
+        }
+    }
 }
 
 /// Sends requests as 64 accounts at once (one worker per account, each with one request in flight) and checks

@@ -1,13 +1,16 @@
 // tenant-load: the document service and the audit service on loopback, and a load of requests from 64 accounts
 // in 8 tenants at once, WITH the identity middleware (/v1: a signed assertion per request, verified and
 // admitted) and WITHOUT it (/plain: the account taken unverified from a header), in one run, interleaved in
-// rounds so that both modes see the same machine. Every response is checked: the account and the identity at
+// rounds so that both modes see the same machine. A third mode, /bare (a bare Ed25519 check of the token's
+// signature, nothing else), runs in the same rounds: with / bare is what the middleware costs beyond the
+// signature check that any signed identity needs. Every response is checked: the account and the identity at
 // every hop (queue, operation, task, audit service) must be the caller's; reads of another tenant's documents
 // must be refused.
 //
-//     swift run -c release tenant-load                       # 100,000 requests (50,000 per mode)
+//     swift run -c release tenant-load                       # 100,000 requests with and without (50,000 each),
+//                                                            # + 50,000 with the bare check
 //     swift run -c release tenant-load --requests 20000      # the CI run, about a minute
-//     options: --requests N (both modes together), --rounds R (default 10), --echo-audit-log
+//     options: --requests N (with and without together), --rounds R (default 10), --echo-audit-log
 //
 // Exit status 1 on any misattribution, cross-tenant read accepted, unexpected answer or transport error. The
 // latency and throughput targets are reported (met / MISSED), not enforced: wall clock on a shared machine.
@@ -79,7 +82,8 @@ func main() async -> Int32 {
     let perWorkerPerRound = max(1, options.requests / 2 / accounts / options.rounds)
     let perMode = perWorkerPerRound * accounts * options.rounds
     print("tenant-load: \(accounts) accounts in \(Tenants.tenantCount) tenants at once, \(perMode) requests per mode "
-          + "(\(2 * perMode) in all), \(options.rounds) rounds, modes alternating")
+          + "(\(2 * perMode) with and without the middleware, \(perMode) more with the bare check), \(options.rounds) rounds, "
+          + "modes interleaved")
     do {
         let services = try TenantServices(echoAuditLog: options.echoAuditLog)
         var pool = HTTPClient.Configuration.ConnectionPool()
@@ -114,17 +118,27 @@ func main() async -> Int32 {
                 print("tenant-load: setup failed, \(writes) of \(accounts) notes written")
                 return Int32(1)
             }
+            let bareWarmUp = try TokenPool(signer: services.gatewaySigner, perWorker: 16)
             _ = await driver.run(mode: .verified, sequences: 0..<16, tokens: warmUp)
             _ = await driver.run(mode: .plain, sequences: 0..<16, tokens: nil)
+            _ = await driver.run(mode: .bare, sequences: 0..<16, tokens: bareWarmUp)
 
-            print("signing \(perMode) assertions for the verified mode (the caller's cost, before the clock starts)…")
+            print("signing 2 × \(perMode) assertions for the verified and bare modes (the caller's cost, before the clock starts)…")
             let tokens = try TokenPool(signer: services.gatewaySigner, perWorker: perWorkerPerRound * options.rounds)
-            var results: [Mode: ModeResult] = [.verified: ModeResult(), .plain: ModeResult()]
+            let bareTokens = try TokenPool(signer: services.gatewaySigner, perWorker: perWorkerPerRound * options.rounds)
+            var results: [Mode: ModeResult] = [.verified: ModeResult(), .plain: ModeResult(), .bare: ModeResult()]
             for round in 0..<options.rounds {
                 let sequences = (round * perWorkerPerRound)..<((round + 1) * perWorkerPerRound)
-                for mode in round.isMultiple(of: 2) ? [Mode.verified, .plain] : [.plain, .verified] {
+                // Each mode goes first, second and third equally often.
+                let order = Mode.allCases.indices.map { Mode.allCases[($0 + round) % Mode.allCases.count] }
+                for mode in round.isMultiple(of: 2) ? order : order.reversed() {
+                    let modeTokens: TokenPool? = switch mode {
+                    case .verified: tokens
+                    case .bare: bareTokens
+                    case .plain: nil
+                    }
                     let start = DispatchTime.now().uptimeNanoseconds, cpuStart = processCPUSeconds()
-                    let (latencies, tally) = await driver.run(mode: mode, sequences: sequences, tokens: mode == .verified ? tokens : nil)
+                    let (latencies, tally) = await driver.run(mode: mode, sequences: sequences, tokens: modeTokens)
                     let seconds = Double(DispatchTime.now().uptimeNanoseconds - start) / 1e9
                     results[mode]!.latencies += latencies
                     results[mode]!.seconds += seconds
@@ -152,7 +166,7 @@ func report(_ results: [Mode: ModeResult], services: TenantServices) -> Int32 {
     print("")
     print("| mode | requests | seconds | requests/s | p50 ms | p99 ms | CPU µs/request | cores busy | misattributions | cross-tenant reads accepted | unexpected | errors |")
     print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
-    for mode in [Mode.verified, .plain] {
+    for mode in Mode.allCases {
         let result = results[mode]!
         let sorted = result.latencies.sorted()
         let row = Row(throughput: Double(result.tally.requests) / result.seconds,
@@ -162,7 +176,7 @@ func report(_ results: [Mode: ModeResult], services: TenantServices) -> Int32 {
         print("| \(mode.rawValue) | \(result.tally.requests) | " + String(format: "%.1f | %.0f | %.2f | %.2f | %.0f | %.2f", result.seconds, row.throughput, row.p50, row.p99, row.cpuPerRequest * 1e6, result.cpuSeconds / result.seconds)
               + " | \(result.tally.misattributions) | \(result.tally.crossTenantReadsAccepted) | \(result.tally.unexpected) | \(result.tally.transportErrors) |")
     }
-    let with = rows[.verified]!, without = rows[.plain]!
+    let with = rows[.verified]!, without = rows[.plain]!, bare = rows[.bare]!
     let throughputRatio = with.throughput / without.throughput
     let p50Ratio = with.p50 / without.p50, p99Ratio = with.p99 / without.p99
     func verdict(_ met: Bool) -> String { met ? "met" : "MISSED" }
@@ -177,13 +191,21 @@ func report(_ results: [Mode: ModeResult], services: TenantServices) -> Int32 {
     print(String(format: "| CPU per request (diagnostic) | %.3f | +%.0f µs per request with the middleware |",
                  with.cpuPerRequest / without.cpuPerRequest, (with.cpuPerRequest - without.cpuPerRequest) * 1e6))
     print("")
+    print("| with / bare signature check (diagnostic: the middleware beyond the signature check) | ratio |")
+    print("|---|---:|")
+    print(String(format: "| throughput | %.3f |", with.throughput / bare.throughput))
+    print(String(format: "| p50 latency | %.3f |", with.p50 / bare.p50))
+    print(String(format: "| p99 latency | %.3f |", with.p99 / bare.p99))
+    print(String(format: "| CPU per request | %.3f (%+.0f µs) |", with.cpuPerRequest / bare.cpuPerRequest,
+                 (with.cpuPerRequest - bare.cpuPerRequest) * 1e6))
+    print("")
     print("audit service: \(services.auditLog.total) lines logged, \(services.auditLog.mismatched) whose identity metadata "
           + "was not the account served")
     if let line = services.auditLog.lines.last {
         print("  last line: \(line.level) \(line.metadata.sorted { $0.key < $1.key }.map { "\($0.key)=\($0.value)" }.joined(separator: " ")) \(line.message)")
     }
     var failed = services.auditLog.mismatched > 0
-    for mode in [Mode.verified, .plain] {
+    for mode in Mode.allCases {
         let tally = results[mode]!.tally
         if tally.misattributions + tally.crossTenantReadsAccepted + tally.unexpected + tally.transportErrors > 0 {
             failed = true

@@ -201,4 +201,19 @@ struct TenantServiceTests {
             #expect(try await client.send(.PUT, "/plain/docs/\(bob.name)/p", as: nil, body: "x").status == 401)
         }
     }
+
+    @Test("the bare-signature comparison routes (/bare) take the account from a signed token, refuse a forged one, and run the same hops")
+    func bareRoutes() async throws {
+        try await withServices { client in
+            let token = try client.services.gatewaySigner.sign(account: bob, tenant: "t0.example", audience: "documents")
+            let answer = try await client.send(
+                .PUT, "/bare/docs/\(bob.name)/b", as: nil, body: "\(bob.name)|b", headers: [("x-identity-assertion", token)])
+            #expect(answer.status == 200)
+            #expect(answer.report?.hops.allSaw(bob.name) == true)
+            let forger = IdentityAssertionSigner(key: try AssertionSigningKey(), keyID: "gateway-1", issuer: "gateway")
+            let forged = try forger.sign(account: bob, tenant: "t0.example", audience: "documents")
+            #expect(try await client.send(.PUT, "/bare/docs/\(bob.name)/b", as: nil, body: "x", headers: [("x-identity-assertion", forged)]).status == 401)
+            #expect(try await client.send(.PUT, "/bare/docs/\(bob.name)/b", as: nil, body: "x").status == 401)
+        }
+    }
 }
