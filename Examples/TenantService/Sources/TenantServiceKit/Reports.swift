@@ -56,3 +56,17 @@ public struct AuditReport: Codable, Sendable {
     public var account: String
     public var loggedIdentity: String
 }
+
+/// The audit service's `GET /summary`: how many lines it logged, how many of them named another identity in
+/// their metadata than the account served, and the last line.
+public struct AuditSummary: Codable, Sendable {
+    public var total: Int
+    public var mismatched: Int
+    public var lastLine: String?
+
+    public init(total: Int, mismatched: Int, lastLine: String?) {
+        self.total = total
+        self.mismatched = mismatched
+        self.lastLine = lastLine
+    }
+}

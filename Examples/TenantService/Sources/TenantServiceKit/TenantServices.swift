@@ -19,30 +19,28 @@ import Synchronization
 ///   admission), and for the load test's comparisons under `/plain`, behind ``PlainIdentityMiddleware`` (the
 ///   account from a header, unverified), and under `/bare`, behind ``BareSignatureMiddleware`` (a bare signature
 ///   check, nothing else);
-/// - the **audit service** (audience `audit`), which the document service calls for every request from a
-///   `Task` deep in the request's hops, with a new assertion signed for the identity seen there. It verifies it
-///   with ``IdentityMiddleware`` and logs the event through a logger whose metadata provider (IdentityLogging)
-///   adds the identity.
+/// - the **audit service** (``AuditService``, audience `audit`), which the document service calls for every
+///   request from a `Task` deep in the request's hops, with a new assertion signed for the identity seen there.
+///   It verifies it with ``IdentityMiddleware`` and logs the event through a logger whose metadata provider
+///   (IdentityLogging) adds the identity. It runs here, or in another process at ``auditURL`` (the load
+///   driver's default).
 ///
 /// Callers (the load driver, the tests) sign their tokens with ``gatewaySigner`` (issuer `gateway`).
 public final class TenantServices: Sendable {
     public static let documentsAudience = "documents"
-    public static let auditAudience = "audit"
+    public static let auditAudience = AuditService.audience
 
     public let root: String
     /// The document service's policies, admission and file protection.
     public let policies: PolicyManager
     public let files: FileProtectionManager
-    /// The audit service's own policy manager (a separate service admits on its own).
-    public let auditPolicies: PolicyManager
+    /// The audit service, when it runs in this process (`nil` when it runs at the `auditURL` given to `init`).
+    public let audit: AuditService?
     /// What callers of the document service sign with.
     public let gatewaySigner: IdentityAssertionSigner
     public let documentsVerifier: IdentityAssertionVerifier
     /// What the document service signs its calls to the audit service with.
     let serviceSigner: IdentityAssertionSigner
-    public let auditVerifier: IdentityAssertionVerifier
-    public let auditLog: AuditLog
-    let auditLogger: Logger
     let httpClient: HTTPClient
     /// The legacy hops every document request goes through.
     let queue = IdentityDispatchQueue(label: "documents.render", attributes: .concurrent)
@@ -52,8 +50,13 @@ public final class TenantServices: Sendable {
 
     /// - Parameters:
     ///   - root: a directory to work in; by default a new temporary one, removed by ``shutDown()``.
-    ///   - echoAuditLog: print the audit service's log lines too.
-    public init(root: String? = nil, echoAuditLog: Bool = false) throws {
+    ///   - echoAuditLog: print the audit service's log lines too (when it runs in this process).
+    ///   - serviceKey: the document service's signing key for its calls to the audit service; by default a new one.
+    ///   - auditURL: where an audit service trusting `serviceKey`'s public key already runs (in another process);
+    ///     by default ``withRunningServices(_:)`` runs one in this process.
+    public init(
+        root: String? = nil, echoAuditLog: Bool = false, serviceKey: AssertionSigningKey? = nil, auditURL: String? = nil
+    ) throws {
         let root = root ?? (NSTemporaryDirectory() + "tenant-service-" + UUID().uuidString)
         self.root = root
         ownsRoot = true
@@ -69,37 +72,21 @@ public final class TenantServices: Sendable {
                     withIntermediateDirectories: true)
             }
         }
-        var tenantPolicies: [TenantID: Policy] = [:]
-        for tenant in 0..<Tenants.tenantCount { tenantPolicies[Tenants.tenant(tenant)] = Tenants.policy(tenant: tenant) }
-
-        var settings = RuntimeSettings()
-        settings.dataIsolation = true
-        policies = PolicyManager(settings: settings, policySource: StaticPolicySource(tenants: tenantPolicies))
-        auditPolicies = PolicyManager(settings: settings, policySource: StaticPolicySource(tenants: tenantPolicies))
-        for account in Tenants.accounts {
-            policies.registerAccount(account)
-            auditPolicies.registerAccount(account)
-        }
+        policies = Tenants.policyManager()
         files = try FileProtectionManager(
             roots: [root + "/documents", root + "/exports"], keyStore: FileKeyStore(directory: root + "/keys"),
             policy: policies, stateDirectory: root + "/state")
         policies.fileProtection = files
 
-        let gatewayKey = try AssertionSigningKey(), serviceKey = try AssertionSigningKey()
+        let gatewayKey = try AssertionSigningKey(), serviceKey = try serviceKey ?? AssertionSigningKey()
         gatewaySigner = IdentityAssertionSigner(key: gatewayKey, keyID: "gateway-1", issuer: "gateway")
-        serviceSigner = IdentityAssertionSigner(key: serviceKey, keyID: "documents-1", issuer: "documents")
+        serviceSigner = IdentityAssertionSigner(key: serviceKey, keyID: AuditService.keyID, issuer: AuditService.issuer)
         // Every request of a load run carries a new token, valid for minutes: room for a million token IDs.
         documentsVerifier = IdentityAssertionVerifier(
             keys: ["gateway-1": gatewayKey.publicKey], issuers: ["gateway"], audience: Self.documentsAudience,
             replayCacheCapacity: 1_000_000)
-        auditVerifier = IdentityAssertionVerifier(
-            keys: ["documents-1": serviceKey.publicKey], issuers: ["documents"], audience: Self.auditAudience,
-            replayCacheCapacity: 1_000_000)
-
-        let auditLog = AuditLog(echo: echoAuditLog)
-        self.auditLog = auditLog
-        let provider = Logger.MetadataProvider.identity(policyManager: auditPolicies)
-        auditLogger = Logger(label: "audit") { _ in AuditLogHandler(log: auditLog, metadataProvider: provider) }
+        audit = auditURL == nil ? AuditService(trustedKey: serviceKey.publicKey, echo: echoAuditLog) : nil
+        auditBaseURL.withLock { $0 = auditURL }
 
         var pool = HTTPClient.Configuration.ConnectionPool()
         pool.concurrentHTTP1ConnectionsPerHostSoftLimit = 128
@@ -124,8 +111,8 @@ public final class TenantServices: Sendable {
         return "\(root)/documents/\(tenant)/\(account.name)"
     }
 
-    /// Runs both services on 127.0.0.1 (ports chosen by the system), then `body` with their base URLs, then
-    /// stops them.
+    /// Runs the document service, and the audit service unless it runs elsewhere, on 127.0.0.1 (ports chosen
+    /// by the system), then `body` with their base URLs, then stops them.
     public func withRunningServices<T: Sendable>(
         _ body: @Sendable (_ documentsURL: String, _ auditURL: String) async throws -> T
     ) async throws -> T {
@@ -135,23 +122,23 @@ public final class TenantServices: Sendable {
             router: documentRouter(), configuration: .init(address: .hostname("127.0.0.1", port: 0)),
             onServerRunning: { channel in continuation.yield(("documents", channel.localAddress?.port ?? 0)) },
             logger: logger)
-        let audit = Application(
-            router: auditRouter(), configuration: .init(address: .hostname("127.0.0.1", port: 0)),
-            onServerRunning: { channel in continuation.yield(("audit", channel.localAddress?.port ?? 0)) },
-            logger: logger)
+        let localAudit = audit.map { $0.application { port in continuation.yield(("audit", port)) } }
         return try await withThrowingTaskGroup(of: T?.self) { group in
             group.addTask { try await documents.runService(gracefulShutdownSignals: []); return nil }
-            group.addTask { try await audit.runService(gracefulShutdownSignals: []); return nil }
+            if let localAudit {
+                group.addTask { try await localAudit.runService(gracefulShutdownSignals: []); return nil }
+            }
             var found: [String: Int] = [:]
             for await (name, port) in ports {
                 found[name] = port
-                if found.count == 2 { break }
+                if found.count == (localAudit == nil ? 1 : 2) { break }
             }
-            guard let documentsPort = found["documents"], let auditPort = found["audit"], documentsPort > 0, auditPort > 0 else {
+            if let auditPort = found["audit"], auditPort > 0 {
+                auditBaseURL.withLock { $0 = "http://127.0.0.1:\(auditPort)" }
+            }
+            guard let documentsPort = found["documents"], documentsPort > 0, let auditURL = auditBaseURL.withLock({ $0 }) else {
                 throw HTTPError(.internalServerError, message: "a service did not start")
             }
-            let auditURL = "http://127.0.0.1:\(auditPort)"
-            auditBaseURL.withLock { $0 = auditURL }
             let result: T
             do {
                 result = try await body("http://127.0.0.1:\(documentsPort)", auditURL)

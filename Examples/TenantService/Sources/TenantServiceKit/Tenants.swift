@@ -29,6 +29,18 @@ public enum Tenants {
             isFileEncryptionRequired: encryptsFiles(tenant: tenant), dataTransfer: .sameTenant)
     }
 
+    /// A `PolicyManager` as each service of the example has its own: data isolation on, the tenants' policies,
+    /// every account registered.
+    public static func policyManager() -> PolicyManager {
+        var tenantPolicies: [TenantID: Policy] = [:]
+        for index in 0..<tenantCount { tenantPolicies[tenant(index)] = policy(tenant: index) }
+        var settings = RuntimeSettings()
+        settings.dataIsolation = true
+        let manager = PolicyManager(settings: settings, policySource: StaticPolicySource(tenants: tenantPolicies))
+        for account in accounts { manager.registerAccount(account) }
+        return manager
+    }
+
     /// The tenant index of one of this example's accounts (from `t<N>.example`), or `nil`.
     public static func tenantIndex(of account: Identity) -> Int? {
         guard let at = account.name.lastIndex(of: "@") else { return nil }

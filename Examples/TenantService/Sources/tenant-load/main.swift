@@ -10,12 +10,18 @@
 //     swift run -c release tenant-load                       # 100,000 requests with and without (50,000 each),
 //                                                            # + 50,000 with the bare check
 //     swift run -c release tenant-load --requests 20000      # the CI run, about a minute
-//     options: --requests N (with and without together), --rounds R (default 10), --echo-audit-log
+//     options: --requests N (with and without together), --rounds R (default 10), --echo-audit-log,
+//              --audit-in-process (the audit service in this process instead of a child process)
+//
+// The audit service runs in a child process (this executable with --serve-audit KEY --port-file FILE): the
+// document service reaches it over loopback with a signed assertion, and it reports its log's counts at
+// GET /summary. CPU time per request counts this process only (the driver and the document service).
 //
 // Exit status 1 on any misattribution, cross-tenant read accepted, unexpected answer or transport error. The
 // latency and throughput targets are reported (met / MISSED), not enforced: wall clock on a shared machine.
 import AsyncHTTPClient
 import Foundation
+import IdentityProtection
 import IdentityRuntime
 import TenantServiceKit
 
@@ -23,6 +29,11 @@ struct Options {
     var requests = 100_000
     var rounds = 10
     var echoAuditLog = false
+    /// Run the audit service in this process instead of a child process.
+    var auditInProcess = false
+    /// Set in the child process: serve the audit service, trusting this public key (hex).
+    var serveAudit: String?
+    var portFile: String?
 
     init(_ arguments: [String]) throws {
         var arguments = arguments[...]
@@ -31,6 +42,9 @@ struct Options {
             case "--requests": requests = try Self.number(arguments.popFirst(), argument)
             case "--rounds": rounds = try Self.number(arguments.popFirst(), argument)
             case "--echo-audit-log": echoAuditLog = true
+            case "--audit-in-process": auditInProcess = true
+            case "--serve-audit": serveAudit = arguments.popFirst()
+            case "--port-file": portFile = arguments.popFirst()
             default: throw UsageError("unknown option \(argument)")
             }
         }
@@ -64,7 +78,8 @@ func percentile(_ sorted: [UInt64], _ fraction: Double) -> Double {
 struct ModeResult {
     var latencies: [UInt64] = []
     var seconds = 0.0
-    /// CPU time of the whole process (every thread: the driver, both services) while this mode ran.
+    /// CPU time of this process (every thread: the driver and the document service, and the audit service when
+    /// it runs in this process) while this mode ran.
     var cpuSeconds = 0.0
     var tally = Tally()
 }
@@ -72,8 +87,12 @@ struct ModeResult {
 func main() async -> Int32 {
     let options: Options
     do { options = try Options(Array(CommandLine.arguments.dropFirst())) } catch {
-        print("tenant-load: \(error)\nusage: tenant-load [--requests N] [--rounds R] [--echo-audit-log]")
+        print("tenant-load: \(error)\nusage: tenant-load [--requests N] [--rounds R] [--audit-in-process] [--echo-audit-log]")
         return 2
+    }
+    if let key = options.serveAudit {
+        guard let portFile = options.portFile else { print("tenant-load --serve-audit needs --port-file"); return 2 }
+        return await serveAudit(trustedKeyHex: key, portFile: portFile, echo: options.echoAuditLog)
     }
     #if DEBUG
     print("note: debug build; run `swift run -c release tenant-load` for meaningful figures")
@@ -85,7 +104,13 @@ func main() async -> Int32 {
           + "(\(2 * perMode) with and without the middleware, \(perMode) more with the bare check), \(options.rounds) rounds, "
           + "modes interleaved")
     do {
-        let services = try TenantServices(echoAuditLog: options.echoAuditLog)
+        // The audit service: a child process (it sees the identity only through the signed assertion) unless
+        // --audit-in-process.
+        let serviceKey = try AssertionSigningKey()
+        let auditProcess = options.auditInProcess ? nil : try await AuditProcess(trusting: serviceKey.publicKey, echo: options.echoAuditLog)
+        defer { auditProcess?.stop() }
+        if let auditProcess { print("audit service: a separate process at \(auditProcess.url)") }
+        let services = try TenantServices(echoAuditLog: options.echoAuditLog, serviceKey: serviceKey, auditURL: auditProcess?.url)
         var pool = HTTPClient.Configuration.ConnectionPool()
         pool.concurrentHTTP1ConnectionsPerHostSoftLimit = accounts
         var configuration = HTTPClient.Configuration()
@@ -147,7 +172,15 @@ func main() async -> Int32 {
                 }
                 print("  round \(round + 1)/\(options.rounds) done")
             }
-            return report(results, services: services)
+            let audit: AuditSummary
+            if let auditProcess {
+                audit = try await auditProcess.summary(client: client)
+            } else if let log = services.audit?.log {
+                audit = AuditSummary(total: log.total, mismatched: log.mismatched, lastLine: log.lines.last?.text)
+            } else {
+                throw UsageError("no audit service")
+            }
+            return report(results, audit: audit)
         }
         try await client.shutdown()
         try await services.shutDown()
@@ -158,7 +191,7 @@ func main() async -> Int32 {
     }
 }
 
-func report(_ results: [Mode: ModeResult], services: TenantServices) -> Int32 {
+func report(_ results: [Mode: ModeResult], audit: AuditSummary) -> Int32 {
     struct Row {
         let throughput, p50, p99, cpuPerRequest: Double
     }
@@ -186,8 +219,9 @@ func report(_ results: [Mode: ModeResult], services: TenantServices) -> Int32 {
     print(String(format: "| throughput | %.3f | ≥ 0.95 %@ |", throughputRatio, verdict(throughputRatio >= 0.95)))
     print(String(format: "| p50 latency | %.3f | ≤ 1.05 %@ |", p50Ratio, verdict(p50Ratio <= 1.05)))
     print(String(format: "| p99 latency | %.3f | ≤ 1.05 %@ |", p99Ratio, verdict(p99Ratio <= 1.05)))
-    // Not a target: where the throughput goes. CPU time per request counts every thread of the process (load
-    // driver, both services), so the difference is what the middleware costs in CPU.
+    // Not a target: where the throughput goes. CPU time per request counts every thread of this process (the
+    // driver and the document service; the audit service too with --audit-in-process), so the difference is
+    // what the middleware costs in CPU.
     print(String(format: "| CPU per request (diagnostic) | %.3f | +%.0f µs per request with the middleware |",
                  with.cpuPerRequest / without.cpuPerRequest, (with.cpuPerRequest - without.cpuPerRequest) * 1e6))
     print("")
@@ -199,12 +233,9 @@ func report(_ results: [Mode: ModeResult], services: TenantServices) -> Int32 {
     print(String(format: "| CPU per request | %.3f (%+.0f µs) |", with.cpuPerRequest / bare.cpuPerRequest,
                  (with.cpuPerRequest - bare.cpuPerRequest) * 1e6))
     print("")
-    print("audit service: \(services.auditLog.total) lines logged, \(services.auditLog.mismatched) whose identity metadata "
-          + "was not the account served")
-    if let line = services.auditLog.lines.last {
-        print("  last line: \(line.level) \(line.metadata.sorted { $0.key < $1.key }.map { "\($0.key)=\($0.value)" }.joined(separator: " ")) \(line.message)")
-    }
-    var failed = services.auditLog.mismatched > 0
+    print("audit service: \(audit.total) lines logged, \(audit.mismatched) whose identity metadata was not the account served")
+    if let line = audit.lastLine { print("  last line: \(line)") }
+    var failed = audit.mismatched > 0
     for mode in Mode.allCases {
         let tally = results[mode]!.tally
         if tally.misattributions + tally.crossTenantReadsAccepted + tally.unexpected + tally.transportErrors > 0 {
