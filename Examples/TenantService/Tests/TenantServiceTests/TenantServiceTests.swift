@@ -217,4 +217,34 @@ struct TenantServiceTests {
             #expect(try await client.send(.PUT, "/bare/docs/\(bob.name)/b", as: nil, body: "x").status == 401)
         }
     }
+
+    @Test("the audit service at a URL of its own, as tenant-load runs it in a child process: it sees the caller, and /summary counts its lines")
+    func auditElsewhere() async throws {
+        let serviceKey = try AssertionSigningKey()
+        let audit = AuditService(trustedKey: serviceKey.publicKey)
+        let (ports, listening) = AsyncStream.makeStream(of: Int.self)
+        let application = audit.application { listening.yield($0) }
+        let http = HTTPClient(eventLoopGroupProvider: .singleton)
+        try await withThrowingTaskGroup(of: Void.self) { group in
+            group.addTask { try await application.runService(gracefulShutdownSignals: []) }
+            var iterator = ports.makeAsyncIterator()
+            let port = try #require(await iterator.next())
+            let services = try TenantServices(serviceKey: serviceKey, auditURL: "http://127.0.0.1:\(port)")
+            #expect(services.audit == nil)
+            try await services.withRunningServices { documents, auditURL in
+                #expect(auditURL == "http://127.0.0.1:\(port)")
+                let client = Client(http: http, base: documents, services: services)
+                let answer = try await client.send(.PUT, "/v1/docs/\(carol.name)/far", as: carol, body: "\(carol.name)|far")
+                #expect(answer.status == 200)
+                #expect(answer.report?.hops.remote == carol.name)
+                let response = try await http.execute(HTTPClientRequest(url: auditURL + "/summary"), timeout: .seconds(30))
+                let summary = try JSONDecoder().decode(AuditSummary.self, from: Data(buffer: try await response.body.collect(upTo: 1 << 16)))
+                #expect(summary.total == 1 && summary.mismatched == 0)
+                #expect(summary.lastLine?.contains("identity=\(carol.name)") == true)
+            }
+            try await services.shutDown()
+            group.cancelAll()
+        }
+        try await http.shutdown()
+    }
 }
