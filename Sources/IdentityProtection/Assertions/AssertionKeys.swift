@@ -10,16 +10,15 @@ import CIdentityCrypto
 /// An Ed25519 private key that signs identity assertions (RFC 8032; JOSE algorithm `EdDSA`, RFC 8037).
 /// Keep it secret: whoever holds it can assert any identity to the services that trust its public key.
 ///
-/// The crypto library's key object is made once, when the key is made, and shared by every copy and thread
-/// that signs with it (making it costs as much as a signature: it derives the public key).
+/// With libcrypto (Linux), the library's key object is made once, when the key is made, and shared by every
+/// copy and thread that signs with it (making it costs as much as a signature: it derives the public key).
+/// With CryptoKit or swift-crypto, whose key types are not `Sendable`, a key value is made per signature.
 public struct AssertionSigningKey: Sendable {
     /// The 32-byte private key (the RFC 8032 seed).
     public let rawRepresentation: [UInt8]
     /// The matching public key, for the verifiers.
     public let publicKey: AssertionVerificationKey
-    #if canImport(CryptoKit) || IDENTITY_SWIFT_CRYPTO
-    private let backendKey: Curve25519.Signing.PrivateKey
-    #else
+    #if !(canImport(CryptoKit) || IDENTITY_SWIFT_CRYPTO)
     private let backendKey: Ed25519KeyObject
     #endif
 
@@ -45,12 +44,13 @@ public struct AssertionSigningKey: Sendable {
         }
         self.rawRepresentation = rawRepresentation
         #if canImport(CryptoKit) || IDENTITY_SWIFT_CRYPTO
+        let key: Curve25519.Signing.PrivateKey
         do {
-            backendKey = try Curve25519.Signing.PrivateKey(rawRepresentation: rawRepresentation)
+            key = try Curve25519.Signing.PrivateKey(rawRepresentation: rawRepresentation)
         } catch {
             throw .cryptoBackendFailure("Ed25519 private key: \(error)")
         }
-        publicKey = try AssertionVerificationKey(rawRepresentation: Array(backendKey.publicKey.rawRepresentation))
+        publicKey = try AssertionVerificationKey(rawRepresentation: Array(key.publicKey.rawRepresentation))
         #else
         guard let object = Ed25519KeyObject(privateKey: rawRepresentation) else {
             throw .cryptoBackendFailure("Ed25519 private key: the crypto library refused it")
@@ -68,7 +68,7 @@ public struct AssertionSigningKey: Sendable {
     public func signature(of message: [UInt8]) throws(ProtectionError) -> [UInt8] {
         #if canImport(CryptoKit) || IDENTITY_SWIFT_CRYPTO
         do {
-            return Array(try backendKey.signature(for: message))
+            return Array(try Curve25519.Signing.PrivateKey(rawRepresentation: rawRepresentation).signature(for: message))
         } catch {
             throw .cryptoBackendFailure("Ed25519 signing failed: \(error)")
         }
@@ -84,14 +84,12 @@ public struct AssertionSigningKey: Sendable {
 
 /// An Ed25519 public key that verifies identity assertions. Equal and hashed by its 32 bytes.
 ///
-/// As for ``AssertionSigningKey``, the crypto library's key object is made once and shared.
+/// As for ``AssertionSigningKey``, with libcrypto the library's key object is made once and shared.
 public struct AssertionVerificationKey: Sendable, Hashable {
     /// The 32-byte public key.
     public let rawRepresentation: [UInt8]
-    #if canImport(CryptoKit) || IDENTITY_SWIFT_CRYPTO
+    #if !(canImport(CryptoKit) || IDENTITY_SWIFT_CRYPTO)
     /// `nil` when the bytes are not a key the library accepts: every signature is then invalid.
-    private let backendKey: Curve25519.Signing.PublicKey?
-    #else
     private let backendKey: Ed25519KeyObject?
     #endif
 
@@ -101,9 +99,7 @@ public struct AssertionVerificationKey: Sendable, Hashable {
             throw .invalidIdentity(reason: "an Ed25519 public key is 32 bytes, not \(rawRepresentation.count)")
         }
         self.rawRepresentation = rawRepresentation
-        #if canImport(CryptoKit) || IDENTITY_SWIFT_CRYPTO
-        backendKey = try? Curve25519.Signing.PublicKey(rawRepresentation: rawRepresentation)
-        #else
+        #if !(canImport(CryptoKit) || IDENTITY_SWIFT_CRYPTO)
         backendKey = Ed25519KeyObject(publicKey: rawRepresentation)
         #endif
     }
@@ -114,10 +110,12 @@ public struct AssertionVerificationKey: Sendable, Hashable {
     /// Whether `signature` is a valid Ed25519 signature of `message` under this key: one call into the crypto
     /// library, the floor of ``IdentityAssertionVerifier/verify(_:)``.
     public func isValidSignature(_ signature: [UInt8], of message: [UInt8]) throws(ProtectionError) -> Bool {
-        guard signature.count == 64, let backendKey else { return false }
+        guard signature.count == 64 else { return false }
         #if canImport(CryptoKit) || IDENTITY_SWIFT_CRYPTO
-        return backendKey.isValidSignature(signature, for: message)
+        guard let key = try? Curve25519.Signing.PublicKey(rawRepresentation: rawRepresentation) else { return false }
+        return key.isValidSignature(signature, for: message)
         #else
+        guard let backendKey else { return false }
         switch cidc_ed25519_verify(backendKey.pointer, message, message.count, signature) {
         case 1: return true
         case 0: return false
