@@ -12,7 +12,9 @@
 #
 # Environment: IDENTITY_CALLGRIND_COUNT (operations per run, default 20000; the `assertion-*` pairs, whose
 # operation is one Ed25519 verification or signature of 0.6 to 1.6 M instructions, count 256), IDENTITY_CALLGRIND_PAIRS
-# (space-separated pair names), IDENTITY_HARNESS (a prebuilt release binary; default: builds one).
+# (space-separated pair names, or a group: `headline` (dispatch and reads: the landing lane, .ci/run), `rest`
+# (every other pair: the full lane, .ci/full) or `all`, the default), IDENTITY_HARNESS (a prebuilt release binary;
+# default: builds one).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -28,7 +30,14 @@ esac
 command -v valgrind >/dev/null || { echo "valgrind is required (apt-get install valgrind)" >&2; exit 1; }
 
 count="${IDENTITY_CALLGRIND_COUNT:-20000}"
-pairs="${IDENTITY_CALLGRIND_PAIRS:-async-identity async-no-identity sync operation-subclass task-in-scope read-file-identity read-nothing-set ui-switch-unmanaged ui-switch-unmanaged-change ui-switch-shared-change protect-1k unprotect-1k assertion-verify assertion-sign}"
+headline_pairs="async-identity async-no-identity sync read-file-identity read-nothing-set"
+other_pairs="operation-subclass task-in-scope ui-switch-unmanaged ui-switch-unmanaged-change ui-switch-shared-change protect-1k unprotect-1k assertion-verify assertion-sign"
+case "${IDENTITY_CALLGRIND_PAIRS:-all}" in
+    headline) pairs="$headline_pairs" ;;
+    rest) pairs="$other_pairs" ;;
+    all) pairs="$headline_pairs $other_pairs" ;;
+    *) pairs="$IDENTITY_CALLGRIND_PAIRS" ;;
+esac
 harness="${IDENTITY_HARNESS:-}"
 if [ -z "$harness" ]; then
     swift build -c release --product identity-harness >&2
@@ -92,7 +101,12 @@ for pair in $pairs; do
 done
 if [ "$mode" = "write" ]; then
     { echo "# pair side max-instructions-per-op (scripts/callgrind-pairs.sh --write: measured + 3%, 6%, 20% or 50% + 20; counted with SWIFT_DETERMINISTIC_HASHING=1)"
-      cat "$limits.tmp"; } > "$limits"
+      cat "$limits.tmp"
+      # Limits of the pairs this run did not measure (a group) stay as they were.
+      if [ -f "$limits" ]; then
+          awk -v measured=" $pairs " '!/^#/ && NF && index(measured, " " $1 " ") == 0' "$limits"
+      fi; } > "$limits.new"
+    mv "$limits.new" "$limits"
     rm -f "$limits.tmp"
     echo "wrote $limits"
 fi

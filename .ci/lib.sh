@@ -1,0 +1,251 @@
+# Shared by the two CI lanes; sourced, not run.
+#
+#   .ci/run    the landing lane: at every landing (at most 35 minutes with both cores busy)
+#   .ci/full   the full lane: the landing lane's steps, then soak-sized stress, crash kills, fuzzing, the CryptoKit
+#              branch, the integration packages under ThreadSanitizer, the load test, the whole callgrind gate
+#              and Benchmarks/'s allocation thresholds (at most 85 minutes with both cores busy)
+#
+# Every step is a function below, run by `ci_step NAME FUNCTION` in a subshell with `set -euo pipefail`; the
+# lane prints each step's duration as it ends and, at the end, a table of all steps and the closing line
+# `steps: N passed, N failed`. The landing lane stops at the first failed step; the full lane
+# (CI_KEEP_GOING=1) runs every step and fails at the end.
+#
+# No step builds what an earlier step of its lane built with other flags. Each build folder has one set of flags:
+#   .build                      debug, -warnings-as-errors (every debug step of the root package)
+#   .build (release)            release (the callgrind gate and the release stress runs)
+#   .build-tsan                 --sanitize=thread (the test suite and the stress run under ThreadSanitizer)
+#   .build-integrations         every package under Integrations/ and Examples/TenantService, debug: SwiftNIO,
+#                               Hummingbird, postgres-nio and their peers compile once
+#   .build-integrations-tsan    the same packages under ThreadSanitizer (full lane)
+#   Fuzz/.build-fuzz, Checks/SwiftCrypto/.build, Benchmarks/.build   their own packages (full lane)
+# Environment: IDENTITY_STRESS_SEED (the stress runs' seed; default random, printed), IDENTITY_FUZZ_SECONDS
+# (per fuzz target, default 30), IDENTITY_LOAD_REQUESTS (default 20000).
+
+set -euo pipefail
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
+
+debug_flags=(-Xswiftc -warnings-as-errors)
+tsan_build="$PWD/.build-tsan"
+integrations_build="$PWD/.build-integrations"
+integrations_tsan_build="$PWD/.build-integrations-tsan"
+stress_seed="${IDENTITY_STRESS_SEED:-$RANDOM}"
+
+# Installs Debian packages the lane needs when a command is missing: ci_need COMMAND PACKAGE...
+ci_need() {
+    local command="$1"; shift
+    command -v "$command" >/dev/null 2>&1 && return 0
+    echo "$command missing: installing $*"
+    if ! command -v apt-get >/dev/null 2>&1; then echo "install $* first" >&2; return 1; fi
+    DEBIAN_FRONTEND=noninteractive apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "$@" >/dev/null
+}
+
+# The protection module links the system libcrypto (OpenSSL 3 headers from libssl-dev).
+ci_setup() {
+    ci_need pkg-config pkg-config
+    if ! pkg-config --exists libcrypto 2>/dev/null; then
+        echo "libcrypto development files missing: installing libssl-dev"
+        DEBIAN_FRONTEND=noninteractive apt-get update -qq
+        DEBIAN_FRONTEND=noninteractive apt-get install -y -qq libssl-dev >/dev/null
+    fi
+    echo "stress seed: $stress_seed"
+}
+
+# MARK: - Step runner
+
+ci_start=$SECONDS
+ci_passed=0
+ci_failed=0
+ci_rows=()
+
+# ci_step NAME FUNCTION [ARGS...]: runs the function in a subshell (errexit, pipefail), times it, records it.
+ci_step() {
+    local name="$1"; shift
+    local start=$SECONDS status outcome
+    echo
+    echo "== $name"
+    set +e
+    ( set -euo pipefail; "$@" )
+    status=$?
+    set -e
+    if [ "$status" -eq 0 ]; then
+        ci_passed=$((ci_passed + 1)); outcome="passed"
+    else
+        ci_failed=$((ci_failed + 1)); outcome="FAILED (exit $status)"
+    fi
+    ci_rows+=("$(printf '| %s | %d | %s |' "$name" "$((SECONDS - start))" "$outcome")")
+    echo "-- $name: $((SECONDS - start)) s, $outcome"
+    if [ "$status" -ne 0 ] && [ -z "${CI_KEEP_GOING:-}" ]; then
+        echo "== stopping at the first failed step (the full lane goes on: CI_KEEP_GOING=1)"
+        ci_finish
+    fi
+}
+
+# Prints the step table and the closing line; exits 0 only when every step passed.
+ci_finish() {
+    echo
+    echo "== steps (seconds)"
+    echo "| step | s | result |"
+    echo "|---|---:|---|"
+    printf '%s\n' "${ci_rows[@]}"
+    echo "== $((ci_passed + ci_failed)) steps in $((SECONDS - ci_start)) s (stress seed $stress_seed)"
+    echo "steps: $ci_passed passed, $ci_failed failed"
+    [ "$ci_failed" -eq 0 ] && exit 0
+    exit 1
+}
+
+# MARK: - Landing lane: the root package
+
+step_build() {
+    swift build --build-tests "${debug_flags[@]}"
+}
+
+step_verify() {
+    swift run "${debug_flags[@]}" identity-harness verify
+}
+
+step_examples() {
+    swift run "${debug_flags[@]}" LegacyBridge
+    swift run "${debug_flags[@]}" MultiTenantService
+    swift run "${debug_flags[@]}" MultiIdentityClient
+}
+
+# The README's test command, with the lane's flags (the build above made everything it runs).
+step_test() {
+    swift test "${debug_flags[@]}"
+}
+
+step_test_tsan() {
+    swift test --sanitize=thread --scratch-path "$tsan_build"
+}
+
+release_harness() {
+    echo "$(swift build -c release --show-bin-path)/identity-harness"
+}
+
+step_release_build() {
+    swift build -c release --product identity-harness
+}
+
+# Instructions per operation (valgrind's callgrind): repeatable on a loaded machine, unlike wall clock.
+step_callgrind() {
+    ci_need valgrind valgrind
+    IDENTITY_HARNESS="$(release_harness)" IDENTITY_CALLGRIND_PAIRS="$1" \
+        scripts/callgrind-pairs.sh --check .ci/instruction-limits
+}
+
+step_pyjwt() {
+    python3 -m pip install --quiet --disable-pip-version-check "pyjwt>=2.8" "cryptography>=41" 2>&1 \
+        | grep -v "Running pip as the 'root' user" || true
+    python3 scripts/jwt-interop.py "$(swift build --show-bin-path)/identity-harness"
+}
+
+# MARK: - Landing lane: the integration packages, in one build folder
+
+step_package_test() {
+    swift test --package-path "$1" --scratch-path "$integrations_build"
+}
+
+# The throwaway PostgreSQL of scripts/with-postgres.sh (installed from Debian's packages when missing, on
+# 127.0.0.1, removed afterwards even on failure). Warnings in the package's own sources fail the step;
+# dependencies build with their warnings suppressed.
+step_postgres() {
+    local log="$integrations_build/identity-postgres-build.log"
+    mkdir -p "$integrations_build"
+    (cd Integrations/IdentityPostgres && INTEGRATIONS_BUILD="$integrations_build" LOG="$log" scripts/with-postgres.sh bash -c '
+        set -euo pipefail
+        swift build --build-tests --scratch-path "$INTEGRATIONS_BUILD" 2>&1 | tee "$LOG"
+        if grep -E "IdentityPostgres/(Sources|Tests)/.*(warning|error):" "$LOG"; then
+            echo "warnings in IdentityPostgres" >&2; exit 1
+        fi
+        swift test --scratch-path "$INTEGRATIONS_BUILD"
+        if [ -n "${IDENTITY_PG_BENCH:-}" ]; then
+            IDENTITY_KEK="bench:$(head -c 32 /dev/urandom | base64)" swift run -c release identity-postgres-node bench
+        fi
+    ')
+}
+
+# The landing lane's steps, in order; the full lane runs them first.
+landing_lane() {
+    ci_step "debug build (warnings are errors; every later debug step uses the same flags)" step_build
+    ci_step "identity-harness verify: the propagation table, live" step_verify
+    ci_step "examples: LegacyBridge, MultiTenantService, MultiIdentityClient" step_examples
+    ci_step "swift test (the README's test command)" step_test
+    ci_step "swift test --sanitize=thread (own build folder)" step_test_tsan
+    ci_step "release build of identity-harness" step_release_build
+    ci_step "callgrind gate: the headline pairs (dispatch, reads)" step_callgrind headline
+    ci_step "signed identity assertions: interoperability with PyJWT" step_pyjwt
+    ci_step "Integrations/IdentityLogging: swift test" step_package_test Integrations/IdentityLogging
+    ci_step "Integrations/IdentityTracing: swift test" step_package_test Integrations/IdentityTracing
+    ci_step "Integrations/IdentityHummingbird: swift test" step_package_test Integrations/IdentityHummingbird
+    ci_step "Examples/TenantService: swift test" step_package_test Examples/TenantService
+    ci_step "Integrations/IdentityPostgres: swift test against a throwaway PostgreSQL" step_postgres
+}
+
+# MARK: - Full lane only
+
+step_stress() {
+    swift run -c release identity-harness stress --duration 60 --seed "$stress_seed"
+}
+
+step_stress_isolation() {
+    swift run -c release identity-harness stress --isolation --duration 60 --seed "$stress_seed"
+}
+
+step_stress_tsan() {
+    swift run --sanitize=thread --scratch-path "$tsan_build" identity-harness stress \
+        --duration 30 --in-flight 16 --seed "$stress_seed"
+}
+
+step_crash_kills() {
+    IDENTITY_LONG_TESTS=1 swift test "${debug_flags[@]}" --filter CrashConsistencyTests
+}
+
+step_fuzz() {
+    Fuzz/run.sh "${IDENTITY_FUZZ_SECONDS:-30}"
+}
+
+step_swift_crypto() {
+    swift test --package-path Checks/SwiftCrypto
+}
+
+step_package_test_tsan() {
+    swift test --package-path "$1" --scratch-path "$integrations_tsan_build" --sanitize=thread
+}
+
+# The suites that exercise the stores from many threads; the eight-process fleet tests stay in the debug run.
+step_postgres_tsan() {
+    (cd Integrations/IdentityPostgres && INTEGRATIONS_TSAN_BUILD="$integrations_tsan_build" scripts/with-postgres.sh \
+        swift test --scratch-path "$integrations_tsan_build" --sanitize=thread \
+            --filter "KeyStoreTests|PolicySourceTests|OfflineTests|KillRestartTests")
+}
+
+# The debug build the tests made (a release build would build Hummingbird, async-http-client and BoringSSL
+# again): every response is still checked; throughput and latency are compared within the run only. The full
+# run in release: docs/service.md.
+step_load() {
+    swift run --package-path Examples/TenantService --scratch-path "$integrations_build" \
+        tenant-load --requests "${IDENTITY_LOAD_REQUESTS:-20000}" --rounds 4
+}
+
+# Benchmarks/: allocations per operation against Benchmarks/Thresholds (the gate); wall clock is printed only.
+step_benchmarks() {
+    (cd Benchmarks && swift package --disable-sandbox benchmark thresholds check --no-progress)
+}
+
+full_lane() {
+    landing_lane
+    ci_step "identity-harness stress, release, 60 s" step_stress
+    ci_step "identity-harness stress --isolation, release, 60 s" step_stress_isolation
+    ci_step "identity-harness stress under ThreadSanitizer, 30 s" step_stress_tsan
+    ci_step "crash harness: 1,200 SIGKILLs (writeFile, encryptFile, ProtectedFile)" step_crash_kills
+    ci_step "fuzzing: each libFuzzer target for ${IDENTITY_FUZZ_SECONDS:-30} s" step_fuzz
+    ci_step "Checks/SwiftCrypto: the CryptoKit branch on apple/swift-crypto" step_swift_crypto
+    ci_step "callgrind gate: the other pairs (operations, tasks, switches, protect, assertions)" step_callgrind rest
+    ci_step "Integrations/IdentityLogging under ThreadSanitizer" step_package_test_tsan Integrations/IdentityLogging
+    ci_step "Integrations/IdentityTracing under ThreadSanitizer" step_package_test_tsan Integrations/IdentityTracing
+    ci_step "Integrations/IdentityHummingbird under ThreadSanitizer" step_package_test_tsan Integrations/IdentityHummingbird
+    ci_step "Integrations/IdentityPostgres under ThreadSanitizer (stores, offline, kill and restart)" step_postgres_tsan
+    ci_step "Examples/TenantService: tenant-load, with and without the middleware and a bare check" step_load
+    ci_step "Benchmarks/: allocation thresholds" step_benchmarks
+}
