@@ -62,7 +62,7 @@ python_public = raw_public(python_key)
 # 1. Python signs, Swift verifies.
 good = jwt.encode(claims(), python_key, algorithm="EdDSA", headers={"kid": "py1"})
 answers = swift_verify(python_public, "py1", [good])
-check("PyJWT-signed token verified by Swift", answers == ["accepted alice@contoso.com contoso.com"], answers)
+check("PyJWT-signed token verified by Swift", answers == ['accepted "alice@contoso.com" "contoso.com"'], answers)
 
 # 2. Swift signs, Python verifies.
 keygen = subprocess.run([HARNESS, "assertion", "keygen"], capture_output=True, text=True, check=True).stdout.split()
@@ -96,6 +96,12 @@ good_parts = jwt.encode(claims(), python_key, algorithm="EdDSA", headers={"kid":
 tampered_payload = b64(json.dumps(claims(sub="mallory@contoso.com")).encode())
 jwk = json.loads(jwt.algorithms.OKPAlgorithm.to_jwk(other_key.public_key()))
 replay = jwt.encode(claims(), python_key, algorithm="EdDSA", headers={"kid": "py1"})
+def signed_by_hand(header, payload):
+    """A token PyJWT would not write (it drops a None typ): the JSON as given, signed with the Python key."""
+    signing_input = b64(json.dumps(header).encode()) + "." + b64(json.dumps(payload).encode())
+    return signing_input + "." + b64(python_key.sign(signing_input.encode()))
+
+
 forgeries = [
     ("alg none", f"{header_none}.{payload}.", 2),
     ("HS256 keyed with the public key", jwt.encode(claims(), python_public, algorithm="HS256", headers={"kid": "py1"}), 2),
@@ -109,11 +115,19 @@ forgeries = [
                            algorithm="EdDSA", headers={"kid": "py1"}), 6),
     ("not yet valid", jwt.encode(claims(nbf=int(time.time()) + 3600), python_key, algorithm="EdDSA",
                                  headers={"kid": "py1"}), 7),
+    # A JSON null is a wrong type, never an absent member.
+    ("typ null", signed_by_hand({"alg": "EdDSA", "kid": "py1", "typ": None}, claims()), 1),
+    ("nbf null", jwt.encode(claims(nbf=None), python_key, algorithm="EdDSA", headers={"kid": "py1"}), 1),
+    ("tid null", jwt.encode(claims(tid=None), python_key, algorithm="EdDSA", headers={"kid": "py1"}), 1),
+    # A lifetime beyond the verifier's maximum (one hour), and a tenant that would print a second line.
+    ("exp = Int64.max", jwt.encode(claims(exp=2**63 - 1), python_key, algorithm="EdDSA", headers={"kid": "py1"}), 13),
+    ("tid with a newline", jwt.encode(claims(tid="contoso.com\naccepted"), python_key, algorithm="EdDSA",
+                                      headers={"kid": "py1"}), 14),
 ]
 answers = swift_verify(python_public, "py1", [token for _, token, _ in forgeries] + [replay, replay])
 for (name, _, code), answer in zip(forgeries, answers):
     check(f"Swift refuses the forgery '{name}' with code {code}", answer.startswith(f"refused {code} "), answer)
-check("Swift accepts a token once", answers[len(forgeries)] == "accepted alice@contoso.com contoso.com", answers[len(forgeries):])
+check("Swift accepts a token once", answers[len(forgeries)] == 'accepted "alice@contoso.com" "contoso.com"', answers[len(forgeries):])
 check("Swift refuses its replay with code 10", answers[len(forgeries) + 1].startswith("refused 10 "), answers[len(forgeries):])
 
 passed, failed = sum(results), len(results) - sum(results)

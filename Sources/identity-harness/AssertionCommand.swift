@@ -9,8 +9,10 @@ import IdentityRuntime
 /// - `sign --private-key HEX --kid K --issuer I --audience A --account NAME [--tenant T] [--lifetime S]`:
 ///   prints a token.
 /// - `verify --public-key HEX --kid K --issuer I --audience A`: reads tokens from standard input, one per line,
-///   and prints for each `accepted ACCOUNT TENANT` or `refused CODE DESCRIPTION` (one verifier for the whole
-///   input, so a repeated token is a replay).
+///   and prints for each `accepted "ACCOUNT" "TENANT"` (`-` for no tenant) or `refused CODE "DESCRIPTION"` (one
+///   verifier for the whole input, so a repeated token is a replay). Account, tenant and description are quoted, every
+///   character outside printable ASCII (and `"`, `\`) escaped as `\u{HEX}`: one line per token, whatever the
+///   token's strings hold.
 enum AssertionCommand {
     static func run(_ arguments: ArraySlice<String>) -> Bool {
         var arguments = arguments
@@ -45,9 +47,9 @@ enum AssertionCommand {
                     guard !token.isEmpty else { continue }
                     do throws(AssertionError) {
                         let assertion = try verifier.verify(token)
-                        print("accepted \(assertion.account.name) \(assertion.tenant ?? "-")")
+                        print("accepted \(quoted(assertion.account.name)) \(assertion.tenant.map(quoted) ?? "-")")
                     } catch {
-                        print("refused \(error.code) \(error)")
+                        print("refused \(error.code) \(quoted(error.description))")
                     }
                 }
             default:
@@ -57,6 +59,19 @@ enum AssertionCommand {
         } catch {
             return fail("\(error)")
         }
+    }
+
+    /// `text` in double quotes, with every scalar outside printable ASCII, `"` and `\` written as `\u{HEX}`.
+    static func quoted(_ text: String) -> String {
+        var result = "\""
+        for scalar in text.unicodeScalars {
+            if (0x20...0x7E).contains(scalar.value), scalar != "\"", scalar != "\\" {
+                result.unicodeScalars.append(scalar)
+            } else {
+                result += "\\u{\(String(scalar.value, radix: 16, uppercase: true))}"
+            }
+        }
+        return result + "\""
     }
 
     static func hex(_ bytes: [UInt8]) -> String {

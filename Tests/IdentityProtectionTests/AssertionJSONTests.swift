@@ -60,12 +60,16 @@ struct AssertionJSONTests {
             (header, #"{"aud":["documents",7],"exp":\#(now + 300),"iat":\#(now),"iss":"frontend","jti":"j3","sub":"alice@contoso.com"}"#),
             (header, #"{"aud":"documents","exp":\#(now + 300),"iat":\#(now),"iss":"frontend","jti":"j4","sub":"alice@contoso.com","tid":5}"#),
             (#"{"alg":"EdDSA","kid":7}"#, "{" + base + #","sub":"alice@contoso.com"}"#),
+            // A JSON null is a member of the wrong type, never an absent one.
+            (header, "{" + base + #","sub":"alice@contoso.com","nbf":null}"#),
+            (header, "{" + base + #","sub":"alice@contoso.com","tid":null}"#),
+            (#"{"alg":"EdDSA","kid":"k1","typ":null}"#, "{" + base + #","sub":"alice@contoso.com"}"#),
         ]
         for (header, claims) in ambiguous {
             #expect(throws: AssertionError.self) { try f.verifier.verify(try f.raw(header: header, claims: claims)) }
         }
         // The same claims once each, escapes and unknown claims included, verify.
-        let escaped = "{" + base + #","sub":"alice\u0040contoso.com","nbf":null,"tid":"contoso.com","extra":{"x":[1,2.5,null]}}"#
+        let escaped = "{" + base + #","sub":"alice\u0040contoso.com","tid":"contoso.com","extra":{"x":[1,2.5,null]}}"#
         let assertion = try f.verifier.verify(try f.raw(header: header, claims: escaped))
         #expect(assertion.account == "alice@contoso.com" && assertion.tenant == "contoso.com" && assertion.notBefore == nil)
         #expect(try f.verifier.verify(try f.raw(

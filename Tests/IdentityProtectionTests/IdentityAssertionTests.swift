@@ -181,6 +181,117 @@ struct IdentityAssertionTests {
         #expect(AssertionError.replayCacheFull.code == 11 && AssertionError.badSignature.code == 5)
     }
 
+    /// The code of the error `verifier` refuses `token` with, or `nil` when it accepts it.
+    private func refusalCode(_ verifier: IdentityAssertionVerifier, _ token: String) -> Int? {
+        do throws(AssertionError) {
+            _ = try verifier.verify(token)
+            return nil
+        } catch {
+            return error.code
+        }
+    }
+
+    /// Claims signed with the fixture's key, from `now`, with the given members replaced or added.
+    private func claims(_ f: AssertionFixture, _ members: [String: String]) -> String {
+        let now = Int64(f.clock.date.timeIntervalSince1970)
+        var all: [String: String] = [
+            "aud": #""documents""#, "exp": "\(now + 300)", "iat": "\(now)", "iss": #""frontend""#,
+            "jti": "\"\(UUID().uuidString)\"", "sub": #""alice@contoso.com""#,
+        ]
+        all.merge(members) { _, new in new }
+        return "{" + all.sorted { $0.key < $1.key }.map { "\"\($0.key)\":\($0.value)" }.joined(separator: ",") + "}"
+    }
+
+    @Test("names compare byte for byte: a canonically equivalent issuer, audience, key ID or typ is another name")
+    func byteWiseNames() throws {
+        let key = try AssertionSigningKey()
+        let clock = TestClock()
+        // Configured precomposed (é as U+00E9) and with a plain K.
+        let verifier = IdentityAssertionVerifier(
+            keys: ["k\u{E9}y-K": key.publicKey], issuers: ["caf\u{E9}"], audience: "K-service", clock: { clock.date })
+        let now = Int64(clock.date.timeIntervalSince1970)
+        func token(kid: String = "k\u{E9}y-K", typ: String = "JWT", iss: String = "caf\u{E9}", aud: String = "K-service") throws -> String {
+            let header = #"{"alg":"EdDSA","kid":"\#(kid)","typ":"\#(typ)"}"#
+            let claims = #"{"aud":"\#(aud)","exp":\#(now + 60),"iat":\#(now),"iss":"\#(iss)","jti":"\#(UUID().uuidString)","sub":"alice@contoso.com"}"#
+            let input = Base64URL.encode(Array(header.utf8)) + "." + Base64URL.encode(Array(claims.utf8))
+            return input + "." + Base64URL.encode(try key.signature(of: Array(input.utf8)))
+        }
+        // Swift's String equality calls these equal; the verifier does not.
+        #expect("cafe\u{301}" == "caf\u{E9}" && "\u{212A}-service" == "K-service")
+        #expect(try verifier.verify(try token()).account == "alice@contoso.com")
+        #expect(throws: AssertionError.wrongIssuer("cafe\u{301}")) { try verifier.verify(try token(iss: "cafe\u{301}")) }
+        #expect(throws: AssertionError.wrongAudience("\u{212A}-service")) { try verifier.verify(try token(aud: "\u{212A}-service")) }
+        #expect(throws: AssertionError.unknownKey("ke\u{301}y-K")) { try verifier.verify(try token(kid: "ke\u{301}y-K")) }
+        #expect(throws: AssertionError.unknownKey("k\u{E9}y-\u{212A}")) { try verifier.verify(try token(kid: "k\u{E9}y-\u{212A}")) }
+        #expect(throws: AssertionError.self) { try verifier.verify(try token(typ: "jwt")) }
+        // Case is not folded either.
+        #expect(throws: AssertionError.wrongIssuer("CAF\u{C9}")) { try verifier.verify(try token(iss: "CAF\u{C9}")) }
+        // Keys are removed by the same bytes they were added with.
+        verifier.removeKey(id: "ke\u{301}y-K")
+        #expect(verifier.keyIDs == ["k\u{E9}y-K"])
+        verifier.removeKey(id: "k\u{E9}y-K")
+        #expect(verifier.keyIDs.isEmpty)
+    }
+
+    @Test("null is a wrong type, never absent: typ, nbf, tid, kid")
+    func nullIsWrongType() throws {
+        let f = try AssertionFixture()
+        let header = #"{"alg":"EdDSA","kid":"k1","typ":"JWT"}"#
+        for (header, claims) in [
+            (#"{"alg":"EdDSA","kid":"k1","typ":null}"#, claims(f, [:])),
+            (#"{"alg":"EdDSA","kid":null}"#, claims(f, [:])),
+            (header, claims(f, ["nbf": "null"])),
+            (header, claims(f, ["tid": "null"])),
+        ] {
+            #expect(refusalCode(f.verifier, try f.raw(header: header, claims: claims)) == 1, "\(header) \(claims)")
+        }
+        // Absent, they are fine.
+        #expect(try f.verifier.verify(try f.raw(header: #"{"alg":"EdDSA","kid":"k1"}"#, claims: claims(f, [:]))).tenant == nil)
+    }
+
+    @Test("a token lives at most maximumLifetime: exp = Int64.max, an hour and a second, exp before iat are refused")
+    func maximumLifetime() throws {
+        let f = try AssertionFixture()
+        let header = #"{"alg":"EdDSA","kid":"k1"}"#
+        let now = Int64(f.clock.date.timeIntervalSince1970)
+        #expect(f.verifier.maximumLifetime == 3_600)
+        #expect(throws: AssertionError.lifetimeTooLong(seconds: Double(Int64.max) - Double(now), maximum: 3_600)) {
+            try f.verifier.verify(try f.raw(header: header, claims: claims(f, ["exp": "\(Int64.max)"])))
+        }
+        #expect(throws: AssertionError.lifetimeTooLong(seconds: 3_601, maximum: 3_600)) {
+            try f.verifier.verify(try f.raw(header: header, claims: claims(f, ["exp": "\(now + 3_601)"])))
+        }
+        // iat far in the past with exp still ahead: the lifetime counts from iat.
+        #expect(throws: AssertionError.lifetimeTooLong(seconds: 7_200, maximum: 3_600)) {
+            try f.verifier.verify(try f.raw(header: header, claims: claims(f, ["iat": "\(now - 3_600)", "exp": "\(now + 3_600)"])))
+        }
+        #expect(throws: AssertionError.self) {
+            try f.verifier.verify(try f.raw(header: header, claims: claims(f, ["iat": "\(now)", "exp": "\(now - 1)", "nbf": "\(now)"])))
+        }
+        #expect(throws: AssertionError.malformed("claims: exp is before iat")) {
+            try f.verifier.verify(try f.raw(header: header, claims: claims(f, ["iat": "\(now + 30)", "exp": "\(now + 20)"])))
+        }
+        #expect(try f.verifier.verify(try f.raw(header: header, claims: claims(f, ["exp": "\(now + 3_600)"]))).account == "alice@contoso.com")
+        // A verifier of its own maximum.
+        let short = IdentityAssertionVerifier(
+            keys: ["k1": f.key.publicKey], issuers: ["frontend"], audience: "documents", maximumLifetime: 60,
+            clock: { [clock = f.clock] in clock.date })
+        #expect(throws: AssertionError.lifetimeTooLong(seconds: 300, maximum: 60)) { try short.verify(try f.token()) }
+        #expect(try short.verify(try f.token(lifetime: 60)).account == "alice@contoso.com")
+        #expect(AssertionError.lifetimeTooLong(seconds: 1, maximum: 0).code == 13)
+    }
+
+    @Test("tid is validated like a tenant ID: empty, white space around it, a newline, a format character, too long")
+    func tenantValidated() throws {
+        let f = try AssertionFixture()
+        let header = #"{"alg":"EdDSA","kid":"k1"}"#
+        for tenant in [#""""#, #"" contoso.com""#, #""contoso.com\n""#, #""contoso.com\nrefused 1 x""#, #""conto\u200Bso.com""#,
+                       "\"" + String(repeating: "a", count: 1_025) + "\""] {
+            #expect(refusalCode(f.verifier, try f.raw(header: header, claims: claims(f, ["tid": tenant]))) == 14, "\(tenant)")
+        }
+        #expect(try f.verifier.verify(try f.raw(header: header, claims: claims(f, ["tid": #""contoso.com""#]))).tenant == "contoso.com")
+    }
+
     @Test("the replay cache refuses rather than forgets: full of unexpired token IDs, new tokens are refused; expired IDs make room")
     func replayCacheBound() throws {
         let f = try AssertionFixture()

@@ -81,6 +81,8 @@ public struct IdentityAssertion: Sendable, Hashable {
 /// | 10 | ``replayed(tokenID:)`` | this `jti` was accepted before and is still valid |
 /// | 11 | ``replayCacheFull`` | the replay cache holds its capacity of unexpired token IDs: refused rather than risk a replay |
 /// | 12 | ``invalidAccount(_:)`` | `sub` is not a valid account name |
+/// | 13 | ``lifetimeTooLong(seconds:maximum:)`` | `exp - iat` is longer than the verifier's maximum lifetime |
+/// | 14 | ``invalidTenant(_:)`` | `tid` is not a valid tenant ID or domain (empty, white space around it, control or format characters, too long) |
 public enum AssertionError: Error, Sendable, Hashable, CustomStringConvertible {
     case malformed(String)
     case unsupportedAlgorithm(String)
@@ -94,6 +96,8 @@ public enum AssertionError: Error, Sendable, Hashable, CustomStringConvertible {
     case replayed(tokenID: String)
     case replayCacheFull
     case invalidAccount(String)
+    case lifetimeTooLong(seconds: TimeInterval, maximum: TimeInterval)
+    case invalidTenant(String)
 
     public var code: Int {
         switch self {
@@ -109,6 +113,8 @@ public enum AssertionError: Error, Sendable, Hashable, CustomStringConvertible {
         case .replayed: 10
         case .replayCacheFull: 11
         case .invalidAccount: 12
+        case .lifetimeTooLong: 13
+        case .invalidTenant: 14
         }
     }
 
@@ -126,6 +132,8 @@ public enum AssertionError: Error, Sendable, Hashable, CustomStringConvertible {
         case let .replayed(id): "token \(String(reflecting: id)) was used before"
         case .replayCacheFull: "the replay cache is full of unexpired tokens"
         case let .invalidAccount(reason): "invalid account: \(reason)"
+        case let .lifetimeTooLong(seconds, maximum): "lifetime of \(seconds) s is longer than the maximum \(maximum) s"
+        case let .invalidTenant(reason): "invalid tenant: \(reason)"
         }
         return "AssertionError \(code): \(detail)"
     }

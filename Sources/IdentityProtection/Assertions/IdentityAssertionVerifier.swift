@@ -14,15 +14,23 @@ import IdentityRuntime
 ///    `x5c`, `crit`: a token never chooses its own key).
 /// 3. The Ed25519 signature over `header.claims` verifies under that key.
 /// 4. Claims: `iss` is trusted, `aud` (a string or an array) names ``audience``, `exp` has not passed and
-///    `nbf` / `iat` are not in the future (both within ``clockSkew``), `sub` is a valid account name, `jti`
-///    is present and was not accepted before while still valid.
+///    `nbf` / `iat` are not in the future (both within ``clockSkew``), the lifetime `exp - iat` is at most
+///    ``maximumLifetime``, `sub` is a valid account name, `tid` (when present) a valid tenant, `jti` is present
+///    and was not accepted before while still valid.
+///
+/// Strings compare byte for byte (RFC 7519 §7.3): `alg`, `typ`, `kid`, `iss` and `aud` match only when their
+/// UTF-8 is identical to the configured value, never by Unicode canonical equivalence (a decomposed `é`, or
+/// the Kelvin sign for `K`, is another name) and never by case. A JSON `null` is a member of the wrong type,
+/// never an absent one: `"typ": null`, `"nbf": null` or `"tid": null` are refused as malformed.
 ///
 /// Rotation: add the new key beside the old ones (``addKey(_:id:)``); tokens signed with an old key verify
 /// until it is removed (``removeKey(id:)``).
 ///
 /// Replays: accepted token IDs are remembered until their `exp` (plus the skew), at most
 /// ``replayCacheCapacity`` of them; when that many unexpired IDs are held, new tokens are refused
-/// (``AssertionError/replayCacheFull``) rather than risk accepting a replay.
+/// (``AssertionError/replayCacheFull``) rather than risk accepting a replay. Since a token lives at most
+/// ``maximumLifetime`` and is issued at most ``clockSkew`` ahead, no entry is kept longer than
+/// `maximumLifetime + 2 * clockSkew`.
 ///
 /// Thread-safe.
 public final class IdentityAssertionVerifier: Sendable {
@@ -30,8 +38,15 @@ public final class IdentityAssertionVerifier: Sendable {
     public let audience: String
     public let clockSkew: TimeInterval
     public let replayCacheCapacity: Int
+    /// The longest lifetime (`exp - iat`, seconds) a token may have: one that claims more is refused
+    /// (``AssertionError/lifetimeTooLong(seconds:maximum:)``).
+    public let maximumLifetime: TimeInterval
     private let clock: @Sendable () -> Date
-    private let keySet: LockedValue<[String: AssertionVerificationKey]>
+    /// The issuers' and the audience's UTF-8, compared byte for byte.
+    private let issuerBytes: Set<[UInt8]>
+    private let audienceBytes: [UInt8]
+    /// Keys by the UTF-8 of their ID: `kid` is matched byte for byte.
+    private let keySet: LockedValue<[[UInt8]: AssertionVerificationKey]>
     private let seen = LockedValue<[String: Date]>([:])
 
     /// The largest token accepted, in bytes.
@@ -43,33 +58,39 @@ public final class IdentityAssertionVerifier: Sendable {
     ///   - audience: this service's name, which `aud` must contain.
     ///   - clockSkew: seconds of tolerance for `exp`, `nbf` and `iat` (default 60).
     ///   - replayCacheCapacity: the most unexpired token IDs remembered (default 100,000).
+    ///   - maximumLifetime: the longest `exp - iat` accepted, in seconds (default 3,600: one hour).
     ///   - clock: the current time (tests pass their own).
+    ///
+    /// Key IDs, issuers and the audience are matched byte for byte: give them in the spelling the tokens use.
     public init(
         keys: [String: AssertionVerificationKey], issuers: Set<String>, audience: String,
-        clockSkew: TimeInterval = 60, replayCacheCapacity: Int = 100_000,
+        clockSkew: TimeInterval = 60, replayCacheCapacity: Int = 100_000, maximumLifetime: TimeInterval = 3_600,
         clock: @escaping @Sendable () -> Date = { Date() }
     ) {
-        keySet = LockedValue(keys)
+        keySet = LockedValue(Dictionary(keys.map { (Array($0.key.utf8), $0.value) }, uniquingKeysWith: { first, _ in first }))
         self.issuers = issuers
         self.audience = audience
+        issuerBytes = Set(issuers.map { Array($0.utf8) })
+        audienceBytes = Array(audience.utf8)
         self.clockSkew = clockSkew
         self.replayCacheCapacity = max(1, replayCacheCapacity)
+        self.maximumLifetime = max(0, maximumLifetime)
         self.clock = clock
     }
 
     /// The key IDs in use.
     public var keyIDs: [String] {
-        keySet.withLock { $0.keys.sorted() }
+        keySet.withLock { $0.keys.map { String(decoding: $0, as: UTF8.self) }.sorted() }
     }
 
-    /// Adds (or replaces) the key `id`.
+    /// Adds (or replaces) the key `id` (matched byte for byte against a token's `kid`).
     public func addKey(_ key: AssertionVerificationKey, id: String) {
-        keySet.withLock { $0[id] = key }
+        keySet.withLock { $0[Array(id.utf8)] = key }
     }
 
-    /// Removes the key `id`: tokens signed with it no longer verify.
+    /// Removes the key `id` (the same bytes it was added with): tokens signed with it no longer verify.
     public func removeKey(id: String) {
-        _ = keySet.withLock { $0.removeValue(forKey: id) }
+        _ = keySet.withLock { $0.removeValue(forKey: Array(id.utf8)) }
     }
 
     /// The assertion `token` carries, once every check passed; the token ID is then used up.
@@ -102,19 +123,17 @@ public final class IdentityAssertionVerifier: Sendable {
             throw .unsupportedHeader(unknown[0])
         }
         guard case let .string(algorithm) = header["alg"] else { throw .malformed("header: alg missing or not a string") }
-        guard algorithm == "EdDSA" else { throw .unsupportedAlgorithm(algorithm) }
-        switch header["typ"] {
-        case nil, .null: break
-        case let .string(typ): if typ != "JWT" { throw .unsupportedHeader("typ \(typ)") }
-        default: throw .malformed("header: typ is not a string")
+        guard algorithm.utf8.elementsEqual("EdDSA".utf8) else { throw .unsupportedAlgorithm(algorithm) }
+        if let typ = try Self.optionalString(header, "typ", in: "header"), !typ.utf8.elementsEqual("JWT".utf8) {
+            throw .unsupportedHeader("typ \(typ)")
         }
         let keyID: String
         switch header["kid"] {
         case let .string(kid): keyID = kid
-        case nil, .null: throw .malformed("no kid")
+        case nil: throw .malformed("no kid")
         default: throw .malformed("header: kid is not a string")
         }
-        guard let key = keySet.withLock({ $0[keyID] }) else { throw .unknownKey(keyID) }
+        guard let key = keySet.withLock({ $0[Array(keyID.utf8)] }) else { throw .unknownKey(keyID) }
         let valid: Bool
         do { valid = try key.isValidSignature(signature, of: Array(bytes[..<dots[1]])) } catch {
             throw .malformed("the signature could not be checked: \(error)")
@@ -125,7 +144,7 @@ public final class IdentityAssertionVerifier: Sendable {
         let claims = try Self.object(claimBytes, "claims")
         let subject = try Self.string(claims, "sub"), issuer = try Self.string(claims, "iss")
         let tokenID = try Self.string(claims, "jti")
-        let tenant = try Self.optionalString(claims, "tid")
+        let tenant = try Self.optionalString(claims, "tid", in: "claims")
         let audiences: [String]
         switch claims["aud"] {
         case let .string(one): audiences = [one]
@@ -135,21 +154,36 @@ public final class IdentityAssertionVerifier: Sendable {
         let issuedAt = try Self.integer(claims, "iat"), expiresAt = try Self.integer(claims, "exp")
         let notBefore: Int64?
         switch claims["nbf"] {
-        case nil, .null: notBefore = nil
+        case nil: notBefore = nil
         case let .integer(value): notBefore = value
         default: throw .malformed("claims: nbf is not an integer")
         }
 
-        guard issuers.contains(issuer) else { throw .wrongIssuer(issuer) }
-        guard audiences.contains(audience) else { throw .wrongAudience(audiences.joined(separator: ",")) }
+        guard issuerBytes.contains(Array(issuer.utf8)) else { throw .wrongIssuer(issuer) }
+        guard audiences.contains(where: { $0.utf8.elementsEqual(audienceBytes) }) else {
+            throw .wrongAudience(audiences.joined(separator: ","))
+        }
         let now = clock().timeIntervalSince1970
         guard Double(expiresAt) + clockSkew > now else { throw .expired(at: Date(timeIntervalSince1970: Double(expiresAt))) }
         if let notBefore, Double(notBefore) - clockSkew > now { throw .notYetValid(until: Date(timeIntervalSince1970: Double(notBefore))) }
         guard Double(issuedAt) - clockSkew <= now else { throw .notYetValid(until: Date(timeIntervalSince1970: Double(issuedAt))) }
+        guard expiresAt >= issuedAt else { throw .malformed("claims: exp is before iat") }
+        // In Double: the difference of two Int64 can overflow.
+        let lifetime = Double(expiresAt) - Double(issuedAt)
+        guard lifetime <= maximumLifetime else {
+            throw .lifetimeTooLong(seconds: lifetime, maximum: maximumLifetime)
+        }
         guard !tokenID.isEmpty, tokenID.utf8.count <= 256 else { throw .malformed("jti empty or longer than 256 bytes") }
         let account: Identity
         do { account = try Identity(validating: subject) } catch { throw .invalidAccount("\(error)") }
         guard !account.isUnmanaged else { throw .invalidAccount("sub is empty") }
+        if let tenant {
+            // A tenant ID or domain follows the rules of an account name: no surrounding white space, no control
+            // or format characters, at most 1,024 bytes, not empty.
+            let valid: Identity
+            do { valid = try Identity(validating: tenant) } catch { throw .invalidTenant("\(error)") }
+            guard !valid.isUnmanaged else { throw .invalidTenant("tid is empty") }
+        }
         return IdentityAssertion(
             account: account, tenant: tenant, issuer: issuer, audience: audience,
             issuedAt: Date(timeIntervalSince1970: Double(issuedAt)),
@@ -169,11 +203,12 @@ public final class IdentityAssertionVerifier: Sendable {
         return value
     }
 
-    private static func optionalString(_ claims: [String: AssertionJSON.Value], _ name: String) throws(AssertionError) -> String? {
-        switch claims[name] {
-        case nil, .null: return nil
+    /// An optional string member: absent is `nil`; anything but a string, `null` included, is malformed.
+    private static func optionalString(_ members: [String: AssertionJSON.Value], _ name: String, in part: String) throws(AssertionError) -> String? {
+        switch members[name] {
+        case nil: return nil
         case let .string(value): return value
-        default: throw .malformed("claims: \(name) is not a string")
+        default: throw .malformed("\(part): \(name) is not a string")
         }
     }
 

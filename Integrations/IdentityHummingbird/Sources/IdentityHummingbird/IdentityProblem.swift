@@ -103,6 +103,8 @@ public struct IdentityProblem: HTTPResponseError, Sendable, Hashable, CustomStri
         case .replayed: "replayed-token"
         case .replayCacheFull: "replay-cache-full"
         case .invalidAccount: "invalid-account"
+        case .lifetimeTooLong: "token-lifetime-too-long"
+        case .invalidTenant: "invalid-tenant"
         }
         if case .replayCacheFull = error {
             return IdentityProblem(
