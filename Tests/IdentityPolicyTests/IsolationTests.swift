@@ -124,12 +124,29 @@ struct IsolationTests {
         #expect(f.manager.isDataTransferAllowed(from: source, to: target) == expected)
     }
 
-    @Test("a blocked source or target: no transfer")
+    @Test("a blocked source or target: no transfer, whoever the other side is and whether or not either is managed")
     func blockedTransfers() throws {
         let f = try IsolationFixture()
         f.manager.blockAccount(bob, reason: .clockedOut)
         #expect(!f.manager.isDataTransferAllowed(from: alice, to: bob))
         #expect(!f.manager.isDataTransferAllowed(from: bob, to: alice))
+        #expect(!f.manager.isDataTransferAllowed(from: bob, to: bob))
+        // Unmanaged data (no owner, "", an unmanaged account) does not go to a blocked account either.
+        #expect(!f.manager.isDataTransferAllowed(from: nil, to: bob))
+        #expect(!f.manager.isDataTransferAllowed(from: .unmanaged, to: bob))
+        #expect(!f.manager.isDataTransferAllowed(from: dave, to: bob))
+        // A blocked unmanaged account: nothing from it, nothing to it.
+        f.manager.blockAccount(dave, reason: .conditionalLaunchBlocked)
+        #expect(!f.manager.isDataTransferAllowed(from: dave, to: alice))
+        #expect(!f.manager.isDataTransferAllowed(from: dave, to: nil))
+        #expect(!f.manager.isDataTransferAllowed(from: nil, to: dave))
+        #expect(!f.manager.isDataTransferAllowed(from: erin, to: dave))
+        // Unblocked, the ordinary rules again.
+        f.manager.unblockAccount(bob)
+        f.manager.unblockAccount(dave)
+        #expect(f.manager.isDataTransferAllowed(from: alice, to: bob))
+        #expect(f.manager.isDataTransferAllowed(from: nil, to: dave))
+        #expect(f.manager.isDataTransferAllowed(from: dave, to: alice))
     }
 
     @Test("re-owning a file goes through the transfer check; a refused re-own changes nothing")

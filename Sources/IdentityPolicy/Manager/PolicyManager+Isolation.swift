@@ -5,17 +5,21 @@ extension PolicyManager {
     /// Whether data owned by `source` may go to `target` (DESIGN §4b): be re-owned by it, or be read by code
     /// whose effective file identity is `target` (`nil`: code with no identity).
     ///
-    /// True when:
+    /// False whenever `source` or `target` is a blocked account, managed or not (``blockedAccounts``): nothing
+    /// goes to or comes from a blocked account, not even unmanaged data. Otherwise true when:
     /// - the data is unmanaged: `source` is `nil`, ``Identity/unmanaged`` or an account not managed here;
     /// - `target` is `source`;
     /// - `source`'s policy lets it go there (``Policy/dataTransfer``): ``DataTransferLevel/sameTenant`` (the
     ///   default) to managed accounts of the same tenant (``tenant(of:)``), ``DataTransferLevel/managedAccounts``
     ///   to any managed account, ``DataTransferLevel/any`` to anyone; ``DataTransferLevel/none`` to no one.
-    ///
-    /// False whenever `source` or `target` is blocked.
     public func isDataTransferAllowed(from source: Identity?, to target: Identity?) -> Bool {
-        guard let source, !source.isUnmanaged else { return true }
-        return state.withLock { Self.isTransferAllowed(from: source, to: target, in: $0) }
+        state.withLock { state in
+            for side in [source, target] {
+                if let side, !side.isUnmanaged, Self.blockReason(for: side, in: state) != nil { return false }
+            }
+            guard let source, !source.isUnmanaged else { return true }
+            return Self.isTransferAllowed(from: source, to: target, in: state)
+        }
     }
 
     static func isTransferAllowed(from source: Identity, to target: Identity?, in state: State) -> Bool {
