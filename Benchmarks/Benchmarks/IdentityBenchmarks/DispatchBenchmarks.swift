@@ -111,7 +111,13 @@ func registerDispatchBenchmarks() {
 
     // MARK: group notify: one block in a group, then a notify block
 
-    Benchmark("GroupNotify.RawDispatchGroup") { benchmark in
+    // A notify registered after the group's block already ran takes another path in libdispatch than one
+    // registered before: which one depends on timing, so these count up to about 800 allocations more or fewer
+    // per thousand operations from run to run. 600 per thousand (with the 5%) still fails one more per operation.
+    let notifyConfiguration = Benchmark.Configuration(thresholds: [
+        .mallocCountTotal: BenchmarkThresholds(relative: [.p90: 5.0], absolute: [.p90: 600]),
+    ])
+    Benchmark("GroupNotify.RawDispatchGroup", configuration: notifyConfiguration) { benchmark in
         for index in benchmark.scaledIterations {
             let group = DispatchGroup()
             rawSerial.async(group: group) { sink.add(index) }
@@ -119,7 +125,7 @@ func registerDispatchBenchmarks() {
         }
         rawSerial.sync {}
     }
-    Benchmark("GroupNotify.WrappedWithIdentity") { benchmark in
+    Benchmark("GroupNotify.WrappedWithIdentity", configuration: notifyConfiguration) { benchmark in
         IdentityContext.withThreadIdentity(alice) {
             for index in benchmark.scaledIterations {
                 let group = DispatchGroup()

@@ -8,8 +8,8 @@ import ServiceContextModule
 /// (`AsyncSerial.Raw…` / `AsyncSerial.Wrapped…`); the headline pairs also have the peers a user would write
 /// instead of adopting the runtime (`…PeerTaskLocal`: capture a bare `@TaskLocal` at submission and rebind
 /// it with `withValue` in the block; `…PeerServiceContext`: the same with `ServiceContext.withValue`).
-/// Wall clock and allocations per operation are tracked and
-/// their p90 thresholds kept in `Thresholds/`. Names have no spaces: this version of the tool writes threshold
+/// Wall clock and allocations per operation are measured; the allocations' p90 thresholds are kept in
+/// `Thresholds/` and checked by the full CI lane (wall clock is printed, never a gate: it is not in the files). Names have no spaces: this version of the tool writes threshold
 /// files with spaces turned into underscores but reads them back without that change.
 let benchmarks: @Sendable () -> Void = {
     Benchmark.defaultConfiguration = .init(
@@ -19,8 +19,8 @@ let benchmarks: @Sendable () -> Void = {
         maxIterations: 1_000,
         thresholds: [
             // Wall clock on a shared 2-core machine swings by 2–3x between runs for queue throughput (the
-            // consumer thread keeps up or not): it only catches gross regressions. Compare the raw and the
-            // wrapped member of a pair within one run instead.
+            // consumer thread keeps up or not), and up to 13x on a loaded one: it is no gate (the threshold
+            // files hold allocations only). Compare the raw and the wrapped member of a pair within one run.
             .wallClock: BenchmarkThresholds(relative: [.p90: 300.0]),
             // Allocations are what the design controls. A run fails when it exceeds *either* bound: 5% and
             // 200 per thousand operations absorb the bookkeeping of OperationQueue and the concurrency runtime
