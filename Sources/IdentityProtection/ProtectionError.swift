@@ -7,7 +7,7 @@ import Musl
 import Darwin
 #endif
 
-/// Why a protection operation failed. Every case has a stable numeric ``code`` (100...113) that is part of
+/// Why a protection operation failed. Every case has a stable numeric ``code`` (100...114) that is part of
 /// the public contract: log it, compare it, show it.
 ///
 /// | code | case | meaning |
@@ -26,6 +26,7 @@ import Darwin
 /// | 111 | ``fileClosed(path:)`` | a ``ProtectedFile`` was used after ``ProtectedFile/close()`` |
 /// | 112 | ``invalidOffset(path:offset:)`` | an offset or size beyond what the file format can address |
 /// | 113 | ``keyStoreUnavailable(reason:)`` | a remote ``KeyStore`` (a fleet's database) could not answer in time and has no usable cached key: the operation was refused, nothing was created or returned |
+/// | 114 | ``insecureDirectory(path:reason:)`` | a key or protection state directory that other users could read or enter and that could not be made private (`0700`), or that belongs to another user |
 ///
 /// A failed operation never returns plaintext that was not authenticated and never leaves a modified
 /// original behind.
@@ -66,6 +67,10 @@ public enum ProtectionError: Error, Equatable, Sendable, CustomStringConvertible
     /// reach it within its timeout, and holds no cached key it may still use. Nothing was returned or created;
     /// retrying later may succeed. `reason` says what failed (no key material, no plaintext).
     case keyStoreUnavailable(reason: String)
+    /// 114: a directory that must be private to this process's user (``FileKeyStore``'s key directory, a
+    /// ``FileProtectionManager``'s state directory) belongs to another user, or others could read or enter it
+    /// and it could not be tightened to `0700`. Nothing was read from it or written to it.
+    case insecureDirectory(path: String, reason: String)
 
     /// The stable numeric code of the case.
     public var code: Int {
@@ -84,6 +89,7 @@ public enum ProtectionError: Error, Equatable, Sendable, CustomStringConvertible
         case .fileClosed: return 111
         case .invalidOffset: return 112
         case .keyStoreUnavailable: return 113
+        case .insecureDirectory: return 114
         }
     }
 
@@ -117,6 +123,8 @@ public enum ProtectionError: Error, Equatable, Sendable, CustomStringConvertible
             return "ProtectionError 112: offset \(offset) is beyond what \(path) can address"
         case let .keyStoreUnavailable(reason):
             return "ProtectionError 113: the key store is unavailable: \(reason)"
+        case let .insecureDirectory(path, reason):
+            return "ProtectionError 114: \(path) is not a private directory: \(reason)"
         }
     }
 

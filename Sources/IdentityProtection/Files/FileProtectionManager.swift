@@ -63,13 +63,15 @@ public final class FileProtectionManager: Sendable {
     ///
     /// - Parameters:
     ///   - roots: the directories ``removeFiles(ownedBy:)`` searches. More can be added with ``addRoot(_:)``.
-    ///   - stateDirectory: created (mode `0700`) when missing; holds the owner index `owners.index`.
+    ///   - stateDirectory: created (mode `0700`) when missing, tightened to `0700` when others can read or enter
+    ///     it; holds the owner index `owners.index` and the wipe journal.
     ///   - ownerStorage: extended attributes where supported (the default), or the index only.
     ///   - chunkSize: plaintext bytes per encrypted chunk, 1 byte ... 16 MiB; 64 KiB by default.
     ///
     /// A wipe that a crash cut short on the same state directory is finished before the initializer returns
     /// (see ``removeFiles(ownedBy:)``).
-    /// - Throws: 106 when the state directory cannot be created; 100 for a chunk size out of range; the
+    /// - Throws: 106 when the state directory cannot be created; 114 when it belongs to another user or cannot be
+    ///   tightened to `0700`; 100 for a chunk size out of range; the
     ///   failure of an interrupted wipe it could not finish.
     public init(
         roots: [String], keyStore: any KeyStore, policy: any ManagedIdentityPolicy, stateDirectory: String,
@@ -79,7 +81,7 @@ public final class FileProtectionManager: Sendable {
             throw .invalidEnvelope(reason: "chunk size \(chunkSize) outside 1...\(EncryptedFileFormat.maximumChunkSize)")
         }
         let state = Paths.absolute(stateDirectory)
-        try POSIX.makeDirectories(state, mode: 0o700)
+        try POSIX.makePrivateDirectory(state)
         self.keyStore = keyStore
         self.policy = policy
         self.stateDirectory = state

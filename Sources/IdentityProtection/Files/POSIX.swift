@@ -206,6 +206,26 @@ enum POSIX {
         if mkdir(path, mode) != 0 && errno != EEXIST { throw failure(path, "mkdir") }
     }
 
+    /// Creates `path` (and its missing parents) as a directory only this process's user may read, write or enter.
+    ///
+    /// An existing directory that others can read, write or enter (any of the mode bits `0077`), one the app
+    /// made with its umask's `0755` say, is tightened to `0700`; one that belongs to another user, or whose
+    /// mode cannot be changed, is refused with ``ProtectionError/insecureDirectory(path:reason:)``.
+    static func makePrivateDirectory(_ path: String) throws(ProtectionError) {
+        try makeDirectories(path, mode: 0o700)
+        guard let info = try statPath(path) else { throw failure(path, "stat", ENOENT) }
+        guard info.st_uid == geteuid() else {
+            throw .insecureDirectory(path: path, reason: "it belongs to user \(info.st_uid), not to this process's user \(geteuid())")
+        }
+        let permissions = info.st_mode & 0o7777
+        guard permissions & 0o077 != 0 else { return }
+        guard chmod(path, 0o700) == 0 else {
+            let code = errno
+            throw .insecureDirectory(
+                path: path, reason: "mode \(String(permissions, radix: 8)) lets others in, and chmod 700 failed: \(ProtectionError.errnoName(code))")
+        }
+    }
+
     /// The entries of a directory, without `.` and `..`.
     static func directoryEntries(_ path: String) throws(ProtectionError) -> [String] {
         guard let dir = opendir(path) else { throw failure(path, "opendir") }

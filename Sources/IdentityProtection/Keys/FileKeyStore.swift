@@ -10,7 +10,8 @@ import Darwin
 
 /// The default ``KeyStore``: one file per identity in a directory of its own.
 ///
-/// - The directory is created with mode `0700`; each key file has mode `0600` and is named after the SHA-256
+/// - The directory is created with mode `0700` (an existing one others can read or enter is tightened to
+///   `0700`, one of another user refused); each key file has mode `0600` and is named after the SHA-256
 ///   of the identity's case-folded name (`<64 hex digits>.key`), so names never leak into file names and
 ///   case variants of one identity share a file.
 /// - A key file is JSON: `{"format":1,"identity":"…","current":"<key id hex>","keys":[{"id":"…","material":"<base64>"}]}`.
@@ -60,9 +61,14 @@ public final class FileKeyStore: KeyStore {
     }
 
     /// Opens (creating it when missing, mode `0700`) the key directory at `directory`.
+    ///
+    /// The directory is private to this process's user: an existing one that others can read or enter is
+    /// tightened to `0700`.
+    /// - Throws: ``ProtectionError/insecureDirectory(path:reason:)`` (114) when it belongs to another user or
+    ///   cannot be tightened; 106 when it cannot be created.
     public init(directory: String) throws(ProtectionError) {
         let absolute = Paths.absolute(directory)
-        try POSIX.makeDirectories(absolute, mode: 0o700)
+        try POSIX.makePrivateDirectory(absolute)
         self.directory = absolute
     }
 
