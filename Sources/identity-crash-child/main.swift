@@ -32,7 +32,9 @@ func say(_ line: String) {
 do {
     let files = try FileProtectionManager(
         roots: [directory + "/root"], keyStore: try FileKeyStore(directory: directory + "/keys"),
-        policy: StaticManagedIdentityPolicy(managed: [alice, bob], fileEncryptionRequired: true),
+        // The workload rewrites one path as alice and as carol and reads from no identity: crash consistency,
+        // not isolation, is under test here, so the policy opts out of it.
+        policy: StaticManagedIdentityPolicy(managed: [alice, bob], fileEncryptionRequired: true, dataIsolation: false),
         stateDirectory: directory + "/state", ownerStorage: mode == .writeFile ? .indexOnly : .automatic,
         chunkSize: 4096)
     let path = directory + "/root/" + mode.rawValue + ".bin"

@@ -21,7 +21,8 @@ struct WipeFixture {
         try FileManager.default.createDirectory(atPath: root + "/nested", withIntermediateDirectories: true)
         try FileManager.default.createDirectory(atPath: outside, withIntermediateDirectories: true)
         keys = try FileKeyStore(directory: directory.file("keys"))
-        let policy = StaticManagedIdentityPolicy(managed: [alice, bob], fileEncryptionRequired: true)
+        // The wipe is under test: what survives is read back from no identity, so isolation is off.
+        let policy = StaticManagedIdentityPolicy(managed: [alice, bob], fileEncryptionRequired: true, dataIsolation: false)
         data = DataProtectionManager(keyStore: keys, policy: policy)
         files = try FileProtectionManager(roots: [root], keyStore: keys, policy: policy, stateDirectory: directory.file("state"))
         manager = PolicyManager(fileProtection: files)

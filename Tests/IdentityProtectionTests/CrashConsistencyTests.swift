@@ -74,7 +74,7 @@ struct CrashConsistencyTests {
     static func freshManager(_ f: Fixture, storage: OwnerStorage) throws -> FileProtectionManager {
         try FileProtectionManager(
             roots: [f.root], keyStore: try FileKeyStore(directory: f.directory + "/keys"),
-            policy: StaticManagedIdentityPolicy(managed: [alice, bob], fileEncryptionRequired: true),
+            policy: StaticManagedIdentityPolicy(managed: [alice, bob], fileEncryptionRequired: true, dataIsolation: false),
             stateDirectory: f.directory + "/state", ownerStorage: storage, chunkSize: chunkSize)
     }
 

@@ -50,9 +50,70 @@ struct StreamTests {
     @Test("input that is not a stream envelope passes through unchanged")
     func passThrough() async throws {
         let f = try Fixture()
-        for input in [[], [0x89], [0x89, 0x49], Array("hello".utf8)] as [[UInt8]] {
+        for input in [[], [0x89, 0x50], [0x89, 0x49, 0x44, 0x50, 0x58], Array("hello".utf8)] as [[UInt8]] {
             #expect(try await f.data.unprotect(input.map { [$0] }.async).collect() == input)
         }
+    }
+
+    /// What unprotecting some input gave: its plaintext, or the code of the error.
+    enum Outcome: Equatable {
+        case success([UInt8])
+        case failure(Int)
+    }
+
+    /// The outcome of unprotecting `pieces` as `reader`.
+    static func outcome(_ f: Fixture, _ pieces: [[UInt8]], as reader: Identity?) async -> Outcome {
+        await IdentityContext.withThreadIdentity(reader) {
+            do {
+                return .success(try await f.data.unprotect(pieces.async).collect())
+            } catch let error as ProtectionError {
+                return .failure(error.code)
+            } catch {
+                return .failure(-1)
+            }
+        }
+    }
+
+    @Test("how the input is split never changes the outcome: empty pieces anywhere, one byte at a time, random splits")
+    func splitsNeverMatter() async throws {
+        let f = try Fixture(isolated: true)
+        let plaintext = Self.payload(100, seed: 7)
+        let managed = try await f.data.protect([plaintext].async, identity: alice, chunkSize: 16).collect()
+        let clear = try await f.data.protect([plaintext].async, identity: carol, chunkSize: 16).collect()
+        let envelope = [UInt8](try f.data.protect(Data(plaintext), identity: alice))
+        let inputs: [(String, [UInt8])] = [
+            ("managed stream", managed), ("clear stream", clear), ("plaintext", plaintext), ("empty", []),
+            ("a data envelope", envelope), ("cut inside the magic", Array(managed.prefix(5))),
+            ("cut inside the header", Array(managed.prefix(20))), ("cut inside a record", Array(managed.dropLast(3))),
+            ("the magic alone", Array(managed.prefix(8))),
+        ]
+        for (name, input) in inputs {
+            for reader in [alice, mallory, nil] as [Identity?] {
+                let whole = await Self.outcome(f, [input], as: reader)
+                var splits: [[[UInt8]]] = [
+                    [[], input], [input, []], [[], [], input, []],
+                    input.map { [$0] }, input.flatMap { [[], [$0]] } + [[]],
+                ]
+                for seed in 0..<8 as Range<UInt64> { splits.append([[]] + Self.pieces(input, seed: seed, maximum: 9)) }
+                for split in splits {
+                    let outcome = await Self.outcome(f, split, as: reader)
+                    #expect(outcome == whole, "\(name) as \(String(describing: reader)), pieces \(split.map(\.count))")
+                }
+            }
+        }
+        // What one piece gives, for the record: the owner reads, others are refused; a cut stream and another
+        // format are errors; plaintext and empty input pass through.
+        #expect(await Self.outcome(f, [managed], as: alice) == .success(plaintext))
+        #expect(await Self.outcome(f, [managed], as: mallory) == .failure(108))
+        #expect(await Self.outcome(f, [managed], as: Identity?.none) == .failure(108))
+        #expect(await Self.outcome(f, [Array(managed.prefix(5))], as: alice) == .failure(100))
+        #expect(await Self.outcome(f, [Array(managed.prefix(20))], as: alice) == .failure(100))
+        #expect(await Self.outcome(f, [envelope], as: alice) == .failure(100))
+        #expect(await Self.outcome(f, [plaintext], as: Identity?.none) == .success(plaintext))
+        #expect(await Self.outcome(f, [[]], as: Identity?.none) == .success([]))
+        // The one-shot unprotect refuses a stream, too, rather than hand its bytes out as plaintext.
+        #expect(throws: ProtectionError.self) { try f.data.unprotect(Data(managed)) }
+        #expect(throws: ProtectionError.self) { try f.data.unprotect(Data(clear)) }
     }
 
     @Test("tampered, reordered, truncated or extended streams: typed errors, never unauthenticated bytes")

@@ -8,7 +8,11 @@ let bob: Identity = "bob@contoso.com"
 let carol: Identity = "carol@fabrikam.com"   // not managed
 let mallory: Identity = "mallory@contoso.com"
 
-/// A fresh directory with a key store, a policy managing alice and bob, and both managers.
+/// A fresh directory with a key store, a policy managing alice, bob and mallory, and both managers.
+///
+/// The format, crypto and crash suites read every owner's data from any identity, so their policy opts out of
+/// account isolation (`dataIsolation: false`, unless `isolated`); what isolation refuses is tested with it on
+/// (`AccessCheckTests`, `StreamTests.splitsNeverMatter`, `DefaultIsolationTests`).
 final class Fixture: Sendable {
     let directory: String
     let root: String
@@ -17,7 +21,7 @@ final class Fixture: Sendable {
     let data: DataProtectionManager
     let files: FileProtectionManager
 
-    init(ownerStorage: OwnerStorage = .automatic, chunkSize: Int = 64 * 1024, encryptionRequired: Bool = true) throws {
+    init(ownerStorage: OwnerStorage = .automatic, chunkSize: Int = 64 * 1024, encryptionRequired: Bool = true, isolated: Bool = false) throws {
         let template = FileManager.default.temporaryDirectory.appendingPathComponent("idp-test-XXXXXX").path
         var buffer = Array(template.utf8CString)
         guard mkdtemp(&buffer) != nil else { throw ProtectionError.ioFailure(path: template, operation: "mkdtemp", errno: errno) }
@@ -25,7 +29,7 @@ final class Fixture: Sendable {
         root = directory + "/root"
         try FileManager.default.createDirectory(atPath: root, withIntermediateDirectories: true)
         keys = try FileKeyStore(directory: directory + "/keys")
-        policy = StaticManagedIdentityPolicy(managed: [alice, bob, mallory], fileEncryptionRequired: encryptionRequired)
+        policy = StaticManagedIdentityPolicy(managed: [alice, bob, mallory], fileEncryptionRequired: encryptionRequired, dataIsolation: isolated)
         data = DataProtectionManager(keyStore: keys, policy: policy)
         files = try FileProtectionManager(
             roots: [root], keyStore: keys, policy: policy, stateDirectory: directory + "/state",

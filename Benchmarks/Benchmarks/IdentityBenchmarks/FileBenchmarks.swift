@@ -37,9 +37,11 @@ func registerFileBenchmarks() {
     // The read benchmarks may run before the write benchmarks (each runs in its own process): make both files.
     if !FileManager.default.fileExists(atPath: protectedPath) || !FileManager.default.fileExists(atPath: rawPath) {
         do {
-            let file = try files.openProtectedFile(atPath: protectedPath, options: [.write, .create, .truncate], owner: alice)
-            for _ in 0..<chunks { try file.write(buffer) }
-            try file.close()
+            try IdentityContext.withThreadIdentity(alice) {
+                let file = try files.openProtectedFile(atPath: protectedPath, options: [.write, .create, .truncate], owner: alice)
+                for _ in 0..<chunks { try file.write(buffer) }
+                try file.close()
+            }
         } catch {
             fatalError("cannot write \(protectedPath): \(error)")
         }
@@ -67,7 +69,9 @@ func registerFileBenchmarks() {
         }
     }
     Benchmark("ProtectedFileWrite64MiB.ProtectedFile", configuration: large) { benchmark in
-        let file = try files.openProtectedFile(atPath: protectedPath, options: [.write, .create, .truncate], owner: alice)
+        let file = try IdentityContext.withThreadIdentity(alice) {
+            try files.openProtectedFile(atPath: protectedPath, options: [.write, .create, .truncate], owner: alice)
+        }
         for _ in 0..<chunks { try file.write(buffer) }
         try file.close()
     }
@@ -81,7 +85,8 @@ func registerFileBenchmarks() {
         }
     }
     Benchmark("ProtectedFileRead64MiB.ProtectedFile", configuration: large) { benchmark in
-        let file = try files.openProtectedFile(atPath: protectedPath, options: [.read])
+        // Files are read as their owner: the default policy refuses a managed account's data to everyone else.
+        let file = try IdentityContext.withThreadIdentity(alice) { try files.openProtectedFile(atPath: protectedPath, options: [.read]) }
         for index in 0..<chunks { blackHole(try file.read(at: UInt64(index * chunk), upToCount: chunk)) }
         try file.close()
     }
@@ -100,7 +105,7 @@ func registerFileBenchmarks() {
         }
     }
     Benchmark("ProtectedFileRandomRead4KiB.ProtectedFile", configuration: randomReads) { benchmark in
-        let file = try files.openProtectedFile(atPath: protectedPath, options: [.read])
+        let file = try IdentityContext.withThreadIdentity(alice) { try files.openProtectedFile(atPath: protectedPath, options: [.read]) }
         var random = SystemRandomNumberGenerator()
         for _ in benchmark.scaledIterations {
             let index = Int.random(in: 0..<chunks, using: &random)

@@ -30,7 +30,8 @@ public final class FixedKeyStore: KeyStore {
 public enum FuzzFixture {
     public static let alice: Identity = "alice@contoso.com"
     public static let bob: Identity = "bob@contoso.com"
-    public static let policy = StaticManagedIdentityPolicy(managed: [alice, bob], fileEncryptionRequired: true)
+    /// Isolation off: the fuzzers feed the parsers from no identity, and the parsers, not access, are under test.
+    public static let policy = StaticManagedIdentityPolicy(managed: [alice, bob], fileEncryptionRequired: true, dataIsolation: false)
     public static let data = DataProtectionManager(keyStore: FixedKeyStore(), policy: policy)
 
     public static let directory: String = {

@@ -38,9 +38,10 @@ struct DataEnvelope {
     /// Parses the envelope structure. `nil`: `bytes` is not an envelope (unprotected data).
     /// - Throws: 100 (malformed, truncated, trailing bytes), 101 (version), 104 (owner field).
     static func parse(_ bytes: UnsafeRawBufferPointer) throws(ProtectionError) -> DataEnvelope? {
-        switch EnvelopeFormat.match(bytes, magic: EnvelopeFormat.dataMagic) {
+        switch EnvelopeFormat.match(bytes, magic: EnvelopeFormat.dataMagic, others: true) {
         case .none: return nil
         case .truncated: throw .invalidEnvelope(reason: "truncated in magic (\(bytes.count) bytes)")
+        case let .otherFormat(name): throw .invalidEnvelope(reason: "\(name), not a data envelope")
         case .full: break
         }
         var reader = ByteReader(bytes)

@@ -11,9 +11,16 @@ import IdentityRuntime
 ///
 /// let sealed = try manager.protect(Data("salary.xlsx".utf8), identity: "alice@contoso.com")
 /// try manager.protectionInfo(sealed)?.owner   // alice@contoso.com
-/// try manager.unprotect(sealed)               // the original bytes
+/// try IdentityContext.withThreadIdentity("alice@contoso.com") {
+///     try manager.unprotect(sealed)           // the original bytes, for alice
+/// }
+/// try manager.unprotect(sealed)               // ProtectionError 108: code with no identity may not read it
 /// try manager.unprotect(Data("plain".utf8))   // unprotected data comes back unchanged
 /// ```
+///
+/// Access: every read asks the policy (``ManagedIdentityPolicy/refusal(of:to:)``) with the envelope's recorded
+/// owner and the effective file identity of the code asking; with the default policies a managed account's
+/// data is read only under that account.
 ///
 /// - The unmanaged identity (`""`), an identity the policy does not manage, and no identity at all get a
 ///   header only: the body stays in the clear, unauthenticated.
@@ -22,7 +29,8 @@ import IdentityRuntime
 ///   that did not authenticate.
 ///
 /// > Note: Data that is a proper prefix of the 8-byte envelope magic (`89 49 44 50 44 0D 0A 1A`), for example
-/// > the single byte `0x89`, is taken as a truncated envelope (error 100), not as unprotected data.
+/// > the single byte `0x89`, is taken as a truncated envelope (error 100), not as unprotected data; so is data
+/// > in another of the runtime's formats (a protected stream, an encrypted file): error 100, never its bytes.
 ///
 /// Thread-safe: call it from any number of threads and tasks at once.
 public final class DataProtectionManager: Sendable {

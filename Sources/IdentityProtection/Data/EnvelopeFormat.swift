@@ -21,13 +21,41 @@ enum EnvelopeFormat {
     /// Largest owner field, in bytes (``Identity/maximumUTF8Length``).
     static let maximumOwnerLength = Identity.maximumUTF8Length
 
-    /// How `bytes` relates to `magic`: it starts with it, is a proper non-empty prefix of it, or neither.
-    enum MagicMatch { case full, truncated, none }
+    /// How `bytes` relates to `magic`: it starts with it, is a proper non-empty prefix of it (or of one of the
+    /// `others`), starts with one of the `others` (``otherFormat(_:)``), or none of these.
+    enum MagicMatch: Equatable {
+        case full, truncated, none
+        /// The input is another of the runtime's formats: never to be passed through as unprotected data.
+        case otherFormat(String)
+    }
 
-    static func match(_ bytes: UnsafeRawBufferPointer, magic: [UInt8]) -> MagicMatch {
+    /// The data and stream readers' `others`: input in a format of the runtime is never unprotected data, so a
+    /// stream handed to the one-shot `unprotect`, or an envelope to the streaming one, is an error, not bytes
+    /// passed through unchecked. (File contents are any bytes: the file reader passes no `others`.)
+    static let protectedMagics: [(name: String, magic: [UInt8])] = [
+        ("a data envelope", dataMagic), ("an encrypted file", fileMagic), ("a protected stream", StreamFormat.magic),
+    ]
+
+    /// Matches `bytes` against `magic`, then against the magics of `others` (those in ``protectedMagics`` other
+    /// than `magic`, when `others` is true). Empty input matches nothing.
+    static func match(_ bytes: UnsafeRawBufferPointer, magic: [UInt8], others: Bool = false) -> MagicMatch {
         if bytes.isEmpty { return .none }
+        if let own = compare(bytes, magic) { return own }
+        guard others else { return .none }
+        for format in protectedMagics where format.magic != magic {
+            switch compare(bytes, format.magic) {
+            case .full?: return .otherFormat(format.name)
+            case .truncated?: return .truncated
+            default: continue
+            }
+        }
+        return .none
+    }
+
+    /// `.full` when `bytes` starts with `magic`, `.truncated` when it is a proper prefix of it, else `nil`.
+    private static func compare(_ bytes: UnsafeRawBufferPointer, _ magic: [UInt8]) -> MagicMatch? {
         let count = min(bytes.count, magic.count)
-        for index in 0..<count where bytes[index] != magic[index] { return .none }
+        for index in 0..<count where bytes[index] != magic[index] { return nil }
         return bytes.count >= magic.count ? .full : .truncated
     }
 

@@ -53,11 +53,19 @@ enum StreamFormat {
         case header(Header)
     }
 
-    /// Parses a stream header from the first bytes of the input.
+    /// Parses a stream header from the first bytes of the input, as they have arrived so far.
+    ///
+    /// The answer never depends on how the input was split: no bytes yet, or a proper prefix of a magic, is
+    /// `.needMore` until the input ends; input that ends inside a magic is truncated (an error, as it is for a
+    /// data envelope), and input in another of the runtime's formats is an error, never passed through.
     static func parseHeader(_ prefix: UnsafeRawBufferPointer, atEnd: Bool) throws(ProtectionError) -> ParsedHeader {
-        switch EnvelopeFormat.match(prefix, magic: magic) {
+        if prefix.isEmpty { return atEnd ? .notAStream : .needMore }
+        switch EnvelopeFormat.match(prefix, magic: magic, others: true) {
         case .none: return .notAStream
-        case .truncated: return atEnd ? .notAStream : .needMore
+        case .truncated:
+            guard atEnd else { return .needMore }
+            throw .invalidEnvelope(reason: "truncated in magic (\(prefix.count) bytes)")
+        case let .otherFormat(name): throw .invalidEnvelope(reason: "\(name), not a protected stream")
         case .full: break
         }
         do throws(ProtectionError) {

@@ -116,7 +116,7 @@ enum EncryptedFileFormat {
     /// Parses a header from the first bytes of a file. `nil`: not an encrypted file.
     static func parseHeader(_ prefix: UnsafeRawBufferPointer) throws(ProtectionError) -> Header? {
         switch EnvelopeFormat.match(prefix, magic: EnvelopeFormat.fileMagic) {
-        case .none: return nil
+        case .none, .otherFormat: return nil
         case .truncated: throw .invalidEnvelope(reason: "truncated in magic (\(prefix.count) bytes)")
         case .full: break
         }

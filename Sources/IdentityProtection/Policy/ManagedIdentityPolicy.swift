@@ -20,14 +20,41 @@ public protocol ManagedIdentityPolicy: Sendable {
     /// Asked by ``DataProtectionManager`` and ``FileProtectionManager`` before they create data owned by
     /// `owner` and before they hand out any plaintext of data `owner` owns (decrypted or stored in the clear).
     /// Never asked for unowned data or for ``Identity/unmanaged``; asked for other accounts whether or not they
-    /// are managed (an implementation answers `nil` for accounts it neither manages nor blocks). The default
-    /// allows everything.
+    /// are managed (an implementation answers `nil` for accounts it neither manages nor blocks).
+    ///
+    /// The default isolates managed accounts (``isolationRefusal(of:to:)``): a managed account's data is read
+    /// only under that account's own effective file identity and goes to no other owner. An implementation that
+    /// wants to share data between accounts says so by implementing this requirement; isolation is never
+    /// something a policy must remember to switch on.
     func refusal(of access: ProtectedDataAccess, to owner: Identity) -> ProtectionError?
 }
 
 extension ManagedIdentityPolicy {
     public func refusal(of access: ProtectedDataAccess, to owner: Identity) -> ProtectionError? {
-        nil
+        isolationRefusal(of: access, to: owner)
+    }
+
+    /// Account isolation, the default ``refusal(of:to:)``: data owned by a managed account is refused
+    /// (``ProtectionError/accessDenied(identity:reader:)``, 108) to every reader but the account itself, code
+    /// with no identity and ``Identity/unmanaged`` included, and is transferred to no other owner. Creating
+    /// data for an account, and anything about an account that is not managed, is allowed.
+    public func isolationRefusal(of access: ProtectedDataAccess, to owner: Identity) -> ProtectionError? {
+        isManaged(owner) ? access.refusalUnderIsolation(of: owner) : nil
+    }
+}
+
+extension ProtectedDataAccess {
+    /// This access to data of the managed account `owner` under account isolation: only the owner itself reads
+    /// it or receives it; creating is allowed.
+    func refusalUnderIsolation(of owner: Identity) -> ProtectionError? {
+        switch self {
+        case .create:
+            return nil
+        case let .read(reader):
+            return reader == owner ? nil : .accessDenied(identity: owner, reader: reader)
+        case let .transfer(recipient):
+            return recipient == owner ? nil : .accessDenied(identity: owner, reader: recipient)
+        }
     }
 }
 

@@ -3,6 +3,11 @@ import IdentityRuntime
 /// The default ``ManagedIdentityPolicy``: a set of managed identities held in memory, and one switch for
 /// file encryption. Thread-safe; the set may change at any time (enrolment, wipe).
 ///
+/// Each managed account's data is isolated (``ManagedIdentityPolicy/isolationRefusal(of:to:)``): it is read
+/// only under that account's own effective file identity, never by another account, by `""` or by code with
+/// no identity, and it goes to no other owner. `dataIsolation: false` is the explicit opt-out: then nothing
+/// is refused, as the SDK's single-identity apps expect.
+///
 /// ```swift
 /// let policy = StaticManagedIdentityPolicy(managed: ["alice@contoso.com"], fileEncryptionRequired: true)
 /// policy.isManaged("ALICE@contoso.com")   // true: identities compare case-insensitively
@@ -11,13 +16,19 @@ public final class StaticManagedIdentityPolicy: ManagedIdentityPolicy {
     private struct State {
         var managed: Set<Identity>
         var fileEncryptionRequired: Bool
+        var dataIsolation: Bool
     }
 
     private let state: LockedValue<State>
 
     /// A policy managing exactly `managed` (``Identity/unmanaged`` is ignored).
-    public init(managed: Set<Identity> = [], fileEncryptionRequired: Bool = true) {
-        state = LockedValue(State(managed: managed.filter { !$0.isUnmanaged }, fileEncryptionRequired: fileEncryptionRequired))
+    ///
+    /// - Parameter dataIsolation: `true` (the default): a managed account's data is refused to every other
+    ///   reader and recipient (108). `false`: nothing is refused; every reader gets every account's plaintext.
+    public init(managed: Set<Identity> = [], fileEncryptionRequired: Bool = true, dataIsolation: Bool = true) {
+        state = LockedValue(State(
+            managed: managed.filter { !$0.isUnmanaged }, fileEncryptionRequired: fileEncryptionRequired,
+            dataIsolation: dataIsolation))
     }
 
     /// The identities currently managed.
@@ -29,6 +40,12 @@ public final class StaticManagedIdentityPolicy: ManagedIdentityPolicy {
     public var fileEncryptionRequired: Bool {
         get { state.withLock { $0.fileEncryptionRequired } }
         set { state.withLock { $0.fileEncryptionRequired = newValue } }
+    }
+
+    /// Whether managed accounts' data is isolated (see ``init(managed:fileEncryptionRequired:dataIsolation:)``).
+    public var dataIsolation: Bool {
+        get { state.withLock { $0.dataIsolation } }
+        set { state.withLock { $0.dataIsolation = newValue } }
     }
 
     /// Starts managing `identity` (no effect for ``Identity/unmanaged``).
@@ -48,5 +65,12 @@ public final class StaticManagedIdentityPolicy: ManagedIdentityPolicy {
 
     public func isFileEncryptionRequired(for identity: Identity) -> Bool {
         isManaged(identity) && state.withLock { $0.fileEncryptionRequired }
+    }
+
+    /// Account isolation (``ManagedIdentityPolicy/isolationRefusal(of:to:)``) unless ``dataIsolation`` is off.
+    public func refusal(of access: ProtectedDataAccess, to owner: Identity) -> ProtectionError? {
+        // One lock for both answers: this runs on every read and write.
+        let isolated = state.withLock { $0.dataIsolation && $0.managed.contains(owner) }
+        return isolated && !owner.isUnmanaged ? access.refusalUnderIsolation(of: owner) : nil
     }
 }

@@ -34,7 +34,7 @@ struct Bench {
         let directory = NSTemporaryDirectory() + "identity-bench-\(UUID().uuidString)"
         defer { try? FileManager.default.removeItem(atPath: directory) }
         let fileKeys = try FileKeyStore(directory: directory)
-        let policy = StaticManagedIdentityPolicy(managed: [account])
+        let policy = StaticManagedIdentityPolicy(managed: [account], dataIsolation: false)
         let viaFile = DataProtectionManager(keyStore: fileKeys, policy: policy)
         let viaPostgres = DataProtectionManager(keyStore: keys, policy: policy)
         for size in [64, 1024] {
@@ -107,7 +107,7 @@ struct Bench {
         print(String(format: "rotation seen by another connection's PostgresKeyStore (commit -> currentKey returns the new key), %d: p50 %.2f ms p99 %.2f ms max %.2f ms",
                      count, percentile(delays, 0.5), percentile(delays, 0.99), delays.max()!))
         var wipes: [Double] = []
-        let policy = StaticManagedIdentityPolicy(managed: [account])
+        let policy = StaticManagedIdentityPolicy(managed: [account], dataIsolation: false)
         let managerB = DataProtectionManager(keyStore: b, policy: policy)
         let managerA = DataProtectionManager(keyStore: a, policy: policy)
         for _ in 0..<(count / 4) {

@@ -78,7 +78,8 @@ extension FleetTests {
             let pair = try await Pair()
             defer { pair.shutdown() }
             let account = Identity("rotate@contoso.com")
-            let policy = StaticManagedIdentityPolicy(managed: [account])
+            // The key store is under test, not access: the managers read from no identity.
+            let policy = StaticManagedIdentityPolicy(managed: [account], dataIsolation: false)
             let managerA = DataProtectionManager(keyStore: pair.a, policy: policy)
             let managerB = DataProtectionManager(keyStore: pair.b, policy: policy)
             let old = try managerA.protect(Data("before".utf8), identity: account)
@@ -104,7 +105,7 @@ extension FleetTests {
             let pair = try await Pair()
             defer { pair.shutdown() }
             let account = Identity("wipe@contoso.com")
-            let policy = StaticManagedIdentityPolicy(managed: [account])
+            let policy = StaticManagedIdentityPolicy(managed: [account], dataIsolation: false)
             let managerA = DataProtectionManager(keyStore: pair.a, policy: policy)
             let managerB = DataProtectionManager(keyStore: pair.b, policy: policy)
             let envelope = try managerA.protect(Data("secret".utf8), identity: account)
@@ -216,7 +217,7 @@ extension FleetTests {
             let pair = try await Pair()
             defer { pair.shutdown() }
             let accounts = (0..<4).map { Identity("c\($0)@contoso.com") }
-            let policy = StaticManagedIdentityPolicy(managed: Set(accounts))
+            let policy = StaticManagedIdentityPolicy(managed: Set(accounts), dataIsolation: false)
             let managers = [DataProtectionManager(keyStore: pair.a, policy: policy), DataProtectionManager(keyStore: pair.b, policy: policy)]
             let counts = NIOLockedValueBox((ops: 0, mismatches: 0, errors: [String]()))
             let deadline = Date().addingTimeInterval(3)

@@ -83,7 +83,7 @@ extension FleetTests {
             let strictKeys = PostgresKeyStore(fleet: strictFleet, keyEncryptionKeys: keks)
             let hot = Identity("hot@contoso.com")
             let cold = Identity("cold@contoso.com")
-            let policy = StaticManagedIdentityPolicy(managed: [hot, cold])
+            let policy = StaticManagedIdentityPolicy(managed: [hot, cold], dataIsolation: false)
             let manager = DataProtectionManager(keyStore: keys, policy: policy)
             let strictManager = DataProtectionManager(keyStore: strictKeys, policy: policy)
             var expected: [(Data, Data)] = []
