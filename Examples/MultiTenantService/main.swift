@@ -314,7 +314,7 @@ final class Service: Sendable {
         // Policies come from JSON documents in a directory. An isolated PolicyManager keeps its identities to
         // itself (PolicyManager.shared would also set IdentityContext.processIdentity). The settings spelled
         // out are the defaults: isolation of each account's data, and a passed admission trusted for 60 s.
-        let source = DirectoryPolicySource(directory: policyDirectory)
+        let source = try DirectoryPolicySource(directory: policyDirectory)
         source.reload()
         var settings = RuntimeSettings()
         settings.dataIsolation = true

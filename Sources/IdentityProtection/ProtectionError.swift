@@ -7,7 +7,7 @@ import Musl
 import Darwin
 #endif
 
-/// Why a protection operation failed. Every case has a stable numeric ``code`` (100...114) that is part of
+/// Why a protection operation failed. Every case has a stable numeric ``code`` (100...115) that is part of
 /// the public contract: log it, compare it, show it.
 ///
 /// | code | case | meaning |
@@ -27,6 +27,7 @@ import Darwin
 /// | 112 | ``invalidOffset(path:offset:)`` | an offset or size beyond what the file format can address |
 /// | 113 | ``keyStoreUnavailable(reason:)`` | a remote ``KeyStore`` (a fleet's database) could not answer in time and has no usable cached key: the operation was refused, nothing was created or returned |
 /// | 114 | ``insecureDirectory(path:reason:)`` | a key or protection state directory that other users could read or enter and that could not be made private (`0700`), or that belongs to another user |
+/// | 115 | ``policyUnavailable(reason:)`` | the policy could not decide (its source has not loaded yet): the operation on owned data was refused, nothing was written or returned |
 ///
 /// A failed operation never returns plaintext that was not authenticated and never leaves a modified
 /// original behind.
@@ -71,6 +72,10 @@ public enum ProtectionError: Error, Equatable, Sendable, CustomStringConvertible
     /// ``FileProtectionManager``'s state directory) belongs to another user, or others could read or enter it
     /// and it could not be tightened to `0700`. Nothing was read from it or written to it.
     case insecureDirectory(path: String, reason: String)
+    /// 115: the policy cannot decide yet (a policy source that has not loaded, so any account may be managed):
+    /// deny by default. Nothing was written in the clear and nothing was read; retrying once the policies
+    /// loaded succeeds.
+    case policyUnavailable(reason: String)
 
     /// The stable numeric code of the case.
     public var code: Int {
@@ -90,6 +95,7 @@ public enum ProtectionError: Error, Equatable, Sendable, CustomStringConvertible
         case .invalidOffset: return 112
         case .keyStoreUnavailable: return 113
         case .insecureDirectory: return 114
+        case .policyUnavailable: return 115
         }
     }
 
@@ -125,6 +131,8 @@ public enum ProtectionError: Error, Equatable, Sendable, CustomStringConvertible
             return "ProtectionError 113: the key store is unavailable: \(reason)"
         case let .insecureDirectory(path, reason):
             return "ProtectionError 114: \(path) is not a private directory: \(reason)"
+        case let .policyUnavailable(reason):
+            return "ProtectionError 115: the policy is unavailable: \(reason)"
         }
     }
 

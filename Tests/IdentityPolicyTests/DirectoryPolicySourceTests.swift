@@ -23,8 +23,9 @@ struct DirectoryPolicySourceTests {
     func valid() throws {
         let directory = try TemporaryDirectory()
         try directory.write("alice.json", Self.aliceDocument)
-        let source = DirectoryPolicySource(directory: directory.path)
-        #expect(source.reload())
+        let source = try DirectoryPolicySource(directory: directory.path)
+        // Read by the initializer: reading again changes nothing.
+        #expect(!source.reload())
         #expect(source.errors.isEmpty)
         let policy = try #require(source.policy(for: "Alice@Contoso.com"))
         #expect(policy.identity == alice)
@@ -42,7 +43,7 @@ struct DirectoryPolicySourceTests {
         let directory = try TemporaryDirectory()
         try directory.write("contoso.json", #"{"formatVersion": 1, "tenant": "CONTOSO.com", "saveToLocations": ["localDrive"]}"#)
         try directory.write("alice.json", Self.aliceDocument)
-        let source = DirectoryPolicySource(directory: directory.path)
+        let source = try DirectoryPolicySource(directory: directory.path)
         source.reload()
         #expect(source.policy(for: bob)?.allowedSaveLocations == [.localDrive])
         #expect(source.policy(for: bob)?.identity == bob)
@@ -77,7 +78,7 @@ struct DirectoryPolicySourceTests {
     func malformedKeepsLastGood() throws {
         let directory = try TemporaryDirectory()
         try directory.write("alice.json", Self.aliceDocument)
-        let source = DirectoryPolicySource(directory: directory.path)
+        let source = try DirectoryPolicySource(directory: directory.path)
         source.reload()
         try directory.write("alice.json", "{\"formatVersion\": 1, \"account\": \"alice@contoso.com\", \"saveToLocations\": \"all\"}")
         #expect(!source.reload())
@@ -99,7 +100,7 @@ struct DirectoryPolicySourceTests {
         try directory.write("alice.json", "{ not json")
         var settings = RuntimeSettings()
         settings.policyRequired = true
-        let source = DirectoryPolicySource(directory: directory.path)
+        let source = try DirectoryPolicySource(directory: directory.path)
         source.reload()
         let manager = makeManager(settings: settings, policySource: source)
         #expect(source.policy(for: alice) == nil)
@@ -112,7 +113,7 @@ struct DirectoryPolicySourceTests {
         let directory = try TemporaryDirectory()
         try directory.write("alice.json", Self.aliceDocument)
         try directory.write("bob.json", #"{"formatVersion": 1, "account": "bob@contoso.com"}"#)
-        let source = DirectoryPolicySource(directory: directory.path)
+        let source = try DirectoryPolicySource(directory: directory.path)
         source.reload()
         try FileManager.default.removeItem(atPath: directory.file("bob.json"))
         #expect(source.reload())
@@ -127,12 +128,26 @@ struct DirectoryPolicySourceTests {
         }
     }
 
-    @Test("a missing directory from the start: no policies, an error")
+    @Test("a missing directory from the start: the initializer throws, typed")
     func missingFromStart() {
-        let source = DirectoryPolicySource(directory: "/nonexistent/\(UUID().uuidString)")
+        let path = "/nonexistent/\(UUID().uuidString)"
+        #expect(throws: PolicyDocumentError.self) { try DirectoryPolicySource(directory: path) }
+        do {
+            _ = try DirectoryPolicySource(directory: path)
+        } catch {
+            guard case let .directoryUnreadable(unreadable, _) = error else { Issue.record("unexpected \(error)"); return }
+            #expect(unreadable == path)
+        }
+    }
+
+    @Test("the directory is read before the initializer returns: policies at once, no reload needed")
+    func readAtInit() throws {
+        let directory = try TemporaryDirectory()
+        try directory.write("alice.json", Self.aliceDocument)
+        let source = try DirectoryPolicySource(directory: directory.path)
+        #expect(source.hasLoaded)
+        #expect(source.policy(for: alice) != nil)
         #expect(!source.reload())
-        #expect(source.errors.count == 1)
-        #expect(source.policy(for: alice) == nil)
     }
 
     @Test("two documents for one account: the first (by file name) wins, the second is an error")
@@ -140,7 +155,7 @@ struct DirectoryPolicySourceTests {
         let directory = try TemporaryDirectory()
         try directory.write("a.json", #"{"formatVersion": 1, "account": "alice@contoso.com", "saveToLocations": ["box"]}"#)
         try directory.write("b.json", #"{"formatVersion": 1, "account": "ALICE@contoso.com"}"#)
-        let source = DirectoryPolicySource(directory: directory.path)
+        let source = try DirectoryPolicySource(directory: directory.path)
         source.reload()
         #expect(source.policy(for: alice)?.allowedSaveLocations == [.box])
         guard case .duplicate = source.errors.first else {

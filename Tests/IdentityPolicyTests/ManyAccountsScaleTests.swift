@@ -71,7 +71,7 @@ struct ManyAccountsScaleTests {
         let directory = try TemporaryDirectory()
         let policies = try TemporaryDirectory()
         try Self.writeDocuments(policies, version: 0)
-        let source = DirectoryPolicySource(directory: policies.path)
+        let source = try DirectoryPolicySource(directory: policies.path)
         source.reload()
         #expect(source.errors.isEmpty)
         let manager = PolicyManager(policySource: source)

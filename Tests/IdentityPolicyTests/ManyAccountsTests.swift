@@ -86,7 +86,7 @@ struct ManyAccountsTests {
         let directory = try TemporaryDirectory()
         try directory.write("tenant-id.json", #"{"formatVersion": 1, "tenant": "72f988bf-86f1-41af-91ab-2d7cd011db47", "saveToLocations": ["localDrive"]}"#)
         try directory.write("blocked.json", #"{"formatVersion": 1, "account": "bob@contoso.com", "accountBlocked": true}"#)
-        let source = DirectoryPolicySource(directory: directory.path)
+        let source = try DirectoryPolicySource(directory: directory.path)
         source.reload()
         #expect(source.errors.isEmpty)
         #expect(source.policies.tenants[TenantID("72F988BF-86F1-41AF-91AB-2D7CD011DB47")]?.allowedSaveLocations == [.localDrive])

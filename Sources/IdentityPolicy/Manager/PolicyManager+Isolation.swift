@@ -5,7 +5,8 @@ extension PolicyManager {
     /// Whether data owned by `source` may go to `target` (DESIGN §4b): be re-owned by it, or be read by code
     /// whose effective file identity is `target` (`nil`: code with no identity).
     ///
-    /// False whenever `source` or `target` is a blocked account, managed or not (``blockedAccounts``): nothing
+    /// False before the policy source has loaded (``PolicySource/hasLoaded``), unless neither side names an
+    /// account. False whenever `source` or `target` is a blocked account, managed or not (``blockedAccounts``): nothing
     /// goes to or comes from a blocked account, not even unmanaged data. Otherwise true when:
     /// - the data is unmanaged: `source` is `nil`, ``Identity/unmanaged`` or an account not managed here;
     /// - `target` is `source`;
@@ -14,6 +15,8 @@ extension PolicyManager {
     ///   to any managed account, ``DataTransferLevel/any`` to anyone; ``DataTransferLevel/none`` to no one.
     public func isDataTransferAllowed(from source: Identity?, to target: Identity?) -> Bool {
         state.withLock { state in
+            // Before the policies loaded nobody knows who is managed: only unowned data goes to no identity.
+            guard state.policiesLoaded else { return (source?.isUnmanaged ?? true) && (target?.isUnmanaged ?? true) }
             for side in [source, target] {
                 if let side, !side.isUnmanaged, Self.blockReason(for: side, in: state) != nil { return false }
             }
@@ -39,6 +42,8 @@ extension PolicyManager {
     }
 
     /// `IdentityProtection`'s access check, the one rule behind every protected read and write:
+    /// - before the policy source has loaded (``PolicySource/hasLoaded``), every access to owned data:
+    ///   ``IdentityProtection/ProtectionError/policyUnavailable(reason:)`` (115), since any account may be managed;
     /// - a blocked owner (or recipient): ``IdentityProtection/ProtectionError/accountBlocked(identity:reason:)``
     ///   (109), for creating, reading and transferring alike;
     /// - a read by an effective file identity that may not see the owner's data
@@ -47,6 +52,9 @@ extension PolicyManager {
     /// - a transfer (re-owning) that ``isDataTransferAllowed(from:to:)`` does not allow: 108.
     public func refusal(of access: ProtectedDataAccess, to owner: Identity) -> ProtectionError? {
         state.withLock { state -> ProtectionError? in
+            guard state.policiesLoaded else {
+                return .policyUnavailable(reason: "the policy source has not loaded yet: \(owner.debugDescription) may be managed")
+            }
             if let reason = Self.blockReason(for: owner, in: state) {
                 return .accountBlocked(identity: owner, reason: reason.rawValue)
             }

@@ -67,6 +67,9 @@ public final class PolicyManager: Sendable {
         /// The causes of each blocked account's block, but for its policy's (read from ``accounts``).
         var blocks: [Identity: Set<BlockAccountReason>] = [:]
         var admission = AdmissionState()
+        /// Whether the policy source has loaded (``PolicySource/hasLoaded``); until then, operations on owned
+        /// data are refused with `ProtectionError.policyUnavailable`.
+        var policiesLoaded = true
     }
 
     let state: LockedValue<State>
@@ -76,7 +79,9 @@ public final class PolicyManager: Sendable {
     ///
     /// - Parameters:
     ///   - settings: behaviour; when ``RuntimeSettings/policyDirectory`` is set and `policySource` is `nil`,
-    ///     a ``DirectoryPolicySource`` reads it and polls it every ``RuntimeSettings/policyPollInterval``.
+    ///     a ``DirectoryPolicySource`` reads it before this initializer returns and polls it every
+    ///     ``RuntimeSettings/policyPollInterval``. A directory that cannot be read yet leaves the manager
+    ///     refusing operations on owned data (`ProtectionError.policyUnavailable`) until a poll reads it.
     ///   - policySource: where policies come from.
     ///   - fileProtection: what the selective wipe deletes files with (its key store is destroyed too).
     ///   - keyStore: keys to destroy on a wipe when there is no `fileProtection` (or in addition to its store).
@@ -94,13 +99,15 @@ public final class PolicyManager: Sendable {
             isPrivate: notificationCenter == nil && scope != .processWide)
         var source = policySource
         if source == nil, let directory = settings.policyDirectory {
-            let directorySource = DirectoryPolicySource(directory: directory, pollInterval: settings.policyPollInterval)
+            // Read before the first decision; a directory not readable yet leaves the manager refusing.
+            let directorySource = DirectoryPolicySource(unloadedUntilReadable: directory, pollInterval: settings.policyPollInterval)
             directorySource.startPolling()
             source = directorySource
         }
         var initial = State(settings: settings, policySource: source, fileProtection: fileProtection, keyStore: keyStore)
         _ = initial.accounts.configure(limit: settings.maxManagedAccounts, policyRequired: settings.policyRequired)
         _ = initial.accounts.setPolicies(source?.policies ?? .empty)
+        initial.policiesLoaded = source?.hasLoaded ?? true
         state = LockedValue(initial)
         source?.setChangeHandler { [weak self] in self?.reloadPolicies() }
     }
@@ -322,8 +329,10 @@ public final class PolicyManager: Sendable {
     /// nothing changed (a new source).
     func reloadPolicies(force: Bool = false) {
         let policies = policySource?.policies ?? .empty
+        let loaded = policySource?.hasLoaded ?? true
         let (differences, transitions) = updateAccounts { state in
             let differences = policies.differences(from: state.accounts.policies)
+            state.policiesLoaded = loaded
             return (differences, state.accounts.setPolicies(policies))
         }
         guard force || !differences.accounts.isEmpty || !differences.tenants.isEmpty || !transitions.isEmpty else { return }

@@ -5,6 +5,8 @@ import IdentityRuntime
 /// The embedded ``PolicySource``: a directory of JSON policy documents (`*.json`, one per managed account or
 /// tenant; format in `docs/policy.md`), re-read when it changes.
 ///
+/// - The initializer reads the directory: when it returns, the source holds its policies (and it throws when
+///   it cannot read the directory), so no decision is ever made before the documents were read.
 /// - ``reload()`` reads the directory now; ``startPolling()`` re-reads it every ``pollInterval`` seconds.
 ///   A document is parsed again only when its bytes changed.
 /// - A malformed document is an error (``errors``) and the **last good** version of that document stays in
@@ -37,6 +39,8 @@ public final class DirectoryPolicySource: PolicySource {
         var duplicates: [PolicyDocumentError] = []
         var handler: (@Sendable () -> Void)?
         var timer: PollTimer?
+        /// Whether a scan has read the directory.
+        var loaded = false
     }
 
     private let state = LockedValue(State())
@@ -44,10 +48,30 @@ public final class DirectoryPolicySource: PolicySource {
     private let reloading = LockedValue(())
     private let queue = DispatchQueue(label: "identity-policy.directory-source")
 
-    /// A source reading `directory`. Nothing is read until ``reload()`` or ``startPolling()``.
-    public init(directory: String, pollInterval: TimeInterval = 5) {
+    /// A source reading `directory`, read once before the initializer returns; ``reload()`` or
+    /// ``startPolling()`` read it again.
+    /// - Throws: ``PolicyDocumentError/directoryUnreadable(path:reason:)`` when the directory is missing or
+    ///   cannot be read. Malformed documents do not throw: they are in ``errors``, and give their accounts
+    ///   nothing (``RuntimeSettings/policyRequired`` decides what such an account gets).
+    public init(directory: String, pollInterval: TimeInterval = 5) throws(PolicyDocumentError) {
         self.directory = directory
         self.pollInterval = pollInterval
+        _ = scan()
+        if let failure = state.withLock({ $0.loaded ? nil : $0.directoryError }) { throw failure }
+    }
+
+    /// A source for ``RuntimeSettings/policyDirectory``: reads the directory once like the public initializer,
+    /// but a directory it cannot read yet leaves it unloaded (``hasLoaded`` is `false`, and its manager refuses
+    /// operations on owned data) until a later reload reads it.
+    init(unloadedUntilReadable directory: String, pollInterval: TimeInterval) {
+        self.directory = directory
+        self.pollInterval = pollInterval
+        _ = scan()
+    }
+
+    /// Whether the directory has been read (always, for a source made with the public initializer).
+    public var hasLoaded: Bool {
+        state.withLock { $0.loaded }
     }
 
     deinit {
@@ -145,7 +169,9 @@ public final class DirectoryPolicySource: PolicySource {
             entries[name]?.document.map { (path: (directory as NSString).appendingPathComponent(name), document: $0) }
         })
         return state.withLock { state in
-            let changed = state.policies != policies
+            // The first successful read is a change even when it found no policy: the manager learns it loaded.
+            let changed = state.policies != policies || !state.loaded
+            state.loaded = true
             state.entries = entries
             state.directoryError = nil
             state.policies = policies

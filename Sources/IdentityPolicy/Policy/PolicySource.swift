@@ -10,11 +10,19 @@ public protocol PolicySource: AnyObject, Sendable {
     var policies: PolicySet { get }
 
     /// Installs the handler called (on any thread, outside the source's locks) after the policies changed.
-    /// `nil` removes it.
+    /// `nil` removes it. A source that loads after it was made calls it after its first load too.
     func setChangeHandler(_ handler: (@Sendable () -> Void)?)
+
+    /// Whether the source has read its policies at least once. Until it has, a ``PolicyManager`` over it
+    /// cannot tell a managed account from an unmanaged one, and refuses every operation on owned data with
+    /// `ProtectionError.policyUnavailable` (deny by default). The default is `true`: a source whose
+    /// ``policies`` are at hand from its creation (``StaticPolicySource``, ``DirectoryPolicySource``).
+    var hasLoaded: Bool { get }
 }
 
 extension PolicySource {
+    public var hasLoaded: Bool { true }
+
     /// The policy of `identity`: its own document, else its tenant's (by the domain of its name), else `nil`.
     /// ``PolicyManager/policy(for:)-(Identity?)`` also knows tenants registered by ID and the manager's rules
     /// for managed accounts without a policy.

@@ -104,6 +104,13 @@ public final class PostgresPolicySource: PolicySource {
         state.withLockedValue { $0.lastError }
     }
 
+    /// Whether the table has been read successfully at least once. Until then a ``PolicyManager`` over this
+    /// source refuses operations on owned data (`ProtectionError.policyUnavailable`): the first read runs in
+    /// the background, and no decision is made before it.
+    public var hasLoaded: Bool {
+        state.withLockedValue { $0.lastReload != nil }
+    }
+
     /// When the table was last read successfully.
     public var lastReload: Date? {
         state.withLockedValue { $0.lastReload }
@@ -215,7 +222,8 @@ public final class PostgresPolicySource: PolicySource {
             entries[name]?.document.map { (path: "\(Self.tablePath)/\(name)", document: $0) }
         })
         return state.withLockedValue { state in
-            let changed = state.policies != policies
+            // The first successful read is a change even when it found no policy: the manager learns it loaded.
+            let changed = state.policies != policies || state.lastReload == nil
             state.entries = entries
             state.policies = policies
             state.duplicates = duplicates

@@ -1,0 +1,133 @@
+import Foundation
+@testable import IdentityPolicy
+import IdentityProtection
+import IdentityRuntime
+import Testing
+
+/// A source whose policies arrive later, as a database's do: until `load` it has not loaded.
+final class LateSource: PolicySource {
+    private struct State {
+        var policies = PolicySet()
+        var loaded = false
+        var handler: (@Sendable () -> Void)?
+    }
+
+    private let state = LockedValue(State())
+
+    var policies: PolicySet { state.withLock { $0.policies } }
+    var hasLoaded: Bool { state.withLock { $0.loaded } }
+
+    func setChangeHandler(_ handler: (@Sendable () -> Void)?) {
+        state.withLock { $0.handler = handler }
+    }
+
+    func load(_ policies: [Identity: Policy] = [:], tenants: [TenantID: Policy] = [:]) {
+        let handler = state.withLock { state in
+            state.policies = PolicySet(accounts: policies, tenants: tenants)
+            state.loaded = true
+            return state.handler
+        }
+        handler?()
+    }
+}
+
+/// The managers and a file over one policy manager, in a fresh directory.
+struct UnavailableFixture {
+    let directory: TemporaryDirectory
+    let manager: PolicyManager
+    let keys: FileKeyStore
+    let data: DataProtectionManager
+    let files: FileProtectionManager
+
+    init(settings: RuntimeSettings = RuntimeSettings(), source: (any PolicySource)?) throws {
+        directory = try TemporaryDirectory()
+        try FileManager.default.createDirectory(atPath: directory.file("root"), withIntermediateDirectories: true)
+        manager = PolicyManager(settings: settings, policySource: source)
+        keys = try FileKeyStore(directory: directory.file("keys"))
+        data = DataProtectionManager(keyStore: keys, policy: manager)
+        files = try FileProtectionManager(roots: [directory.file("root")], keyStore: keys, policy: manager, stateDirectory: directory.file("state"))
+    }
+
+    func code(_ body: () throws -> Void) -> Int? {
+        do { try body(); return nil } catch let error as ProtectionError { return error.code } catch { return -1 }
+    }
+}
+
+@Suite("Deny by default: no decision on owned data before the policies loaded")
+struct PolicyUnavailableTests {
+    @Test("before the source loads: creating, reading and transferring owned data are refused with 115; nothing is written")
+    func refusedUntilLoaded() throws {
+        let source = LateSource()
+        let f = try UnavailableFixture(source: source)
+        // An envelope of alice made elsewhere with the same keys (so only the access check stands in the way).
+        let elsewhere = DataProtectionManager(keyStore: f.keys, policy: StaticManagedIdentityPolicy(managed: [alice], dataIsolation: false))
+        let sealed = try elsewhere.protect(Data("alice's".utf8), identity: alice)
+        let path = f.directory.file("root/alice.txt")
+
+        for reader in [alice, bob, carol, nil] as [Identity?] {
+            IdentityContext.withThreadIdentity(reader) {
+                #expect(f.code { _ = try f.data.unprotect(sealed) } == 115, "\(String(describing: reader))")
+            }
+        }
+        #expect(f.code { _ = try f.data.protect(Data("x".utf8), identity: alice) } == 115)
+        IdentityContext.withThreadIdentity(alice) {
+            #expect(f.code { try f.files.writeFile(atPath: path, contents: Data("in the clear?".utf8)) } == 115)
+        }
+        #expect(!FileManager.default.fileExists(atPath: path))
+        #expect(!f.manager.isDataTransferAllowed(from: alice, to: alice))
+        #expect(!f.manager.isDataTransferAllowed(from: nil, to: bob))
+        #expect(f.manager.isDataTransferAllowed(from: nil, to: nil))
+        #expect(f.manager.isDataTransferAllowed(from: .unmanaged, to: nil))
+        // Unowned data needs no decision.
+        #expect(try f.data.unprotect(try f.data.protect(Data("open".utf8), identity: .unmanaged)) == Data("open".utf8))
+
+        // Loaded: alice's tenant encrypts, and the ordinary rules apply.
+        source.load(tenants: ["contoso.com": ownedPolicy("contoso")])
+        #expect(try IdentityContext.withThreadIdentity(alice) { try f.data.unprotect(sealed) } == Data("alice's".utf8))
+        #expect(f.code { try IdentityContext.withThreadIdentity(carol) { _ = try f.data.unprotect(sealed) } } == 108)
+        try IdentityContext.withThreadIdentity(alice) { try f.files.writeFile(atPath: path, contents: Data("encrypted".utf8)) }
+        #expect(try f.files.isFileEncrypted(path: path))
+        #expect(f.manager.isDataTransferAllowed(from: alice, to: bob))
+    }
+
+    @Test("a source that loads with no policy at all still ends the refusals")
+    func loadedEmpty() throws {
+        let source = LateSource()
+        let f = try UnavailableFixture(source: source)
+        #expect(f.code { _ = try f.data.protect(Data("x".utf8), identity: alice) } == 115)
+        source.load()
+        #expect(f.code { _ = try f.data.protect(Data("x".utf8), identity: alice) } == nil)
+    }
+
+    @Test("settings.policyDirectory is read before the manager's first decision: managed at once, no race")
+    func settingsDirectoryReadFirst() throws {
+        let policies = try TemporaryDirectory()
+        try policies.write("contoso.json", #"{"formatVersion": 1, "tenant": "contoso.com", "fileEncryptionRequired": true}"#)
+        var settings = RuntimeSettings()
+        settings.policyDirectory = policies.path
+        settings.policyPollInterval = 3_600
+        let f = try UnavailableFixture(settings: settings, source: nil)
+        #expect(f.manager.isManaged(alice))
+        let path = f.directory.file("root/report.txt")
+        try IdentityContext.withThreadIdentity(alice) { try f.files.writeFile(atPath: path, contents: Data("q3".utf8)) }
+        #expect(try f.files.isFileEncrypted(path: path))
+        #expect(f.code { try IdentityContext.withThreadIdentity(carol) { _ = try f.files.readFile(atPath: path) } } == 108)
+    }
+
+    @Test("settings.policyDirectory not readable yet: refused with 115 until a poll reads it")
+    func settingsDirectoryLate() async throws {
+        let parent = try TemporaryDirectory()
+        let late = parent.file("policies")
+        var settings = RuntimeSettings()
+        settings.policyDirectory = late
+        settings.policyPollInterval = 0.02
+        let f = try UnavailableFixture(settings: settings, source: nil)
+        #expect(f.code { _ = try f.data.protect(Data("x".utf8), identity: alice) } == 115)
+        try FileManager.default.createDirectory(atPath: late, withIntermediateDirectories: true)
+        try Data(#"{"formatVersion": 1, "tenant": "contoso.com", "fileEncryptionRequired": true}"#.utf8)
+            .write(to: URL(fileURLWithPath: late + "/contoso.json"))
+        let data = f.data
+        #expect(await eventually(within: 30) { (try? data.protect(Data("x".utf8), identity: alice)) != nil })
+        #expect(f.manager.isManaged(alice))
+    }
+}
