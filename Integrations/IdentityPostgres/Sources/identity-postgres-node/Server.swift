@@ -228,4 +228,7 @@ final class Server: Sendable {
 final class AllManaged: ManagedIdentityPolicy {
     func isManaged(_ identity: Identity) -> Bool { !identity.isUnmanaged }
     func isFileEncryptionRequired(for identity: Identity) -> Bool { !identity.isUnmanaged }
+    /// No isolation, explicitly: the fleet tests check keys and consistency across processes, and a node
+    /// unprotects every account's data from no identity. (The protocol's default would isolate accounts.)
+    func refusal(of access: ProtectedDataAccess, to owner: Identity) -> ProtectionError? { nil }
 }
