@@ -149,6 +149,30 @@ struct IsolationTests {
         #expect(f.manager.isDataTransferAllowed(from: dave, to: alice))
     }
 
+    @Test("modifying another tenant's file is refused even when the call names its owner: truncate, write, replace")
+    func modifyAcrossTenants() throws {
+        let f = try IsolationFixture()
+        let path = try f.write("alice.txt", as: alice, "contoso numbers")
+        let before = try Data(contentsOf: URL(fileURLWithPath: path))
+        for stranger in [carol, dave, Identity.unmanaged, nil] as [Identity?] {
+            IdentityContext.withThreadIdentity(stranger) {
+                #expect(throws: ProtectionError.self) {
+                    _ = try f.files.openProtectedFile(atPath: path, options: [.read, .write, .truncate], owner: alice)
+                }
+                #expect(throws: ProtectionError.self) { _ = try f.files.openProtectedFile(atPath: path, options: [.write]) }
+                #expect(throws: ProtectionError.self) { try f.files.writeFile(atPath: path, contents: Data("mine now".utf8)) }
+            }
+            #expect(try Data(contentsOf: URL(fileURLWithPath: path)) == before)
+        }
+        // bob, same tenant (sameTenant transfers), may.
+        try IdentityContext.withThreadIdentity(bob) {
+            let file = try f.files.openProtectedFile(atPath: path, options: [.read, .write, .truncate], owner: alice)
+            try file.write(Array("bob's edit".utf8))
+            try file.close()
+        }
+        #expect(try IdentityContext.withThreadIdentity(alice) { try f.files.readFile(atPath: path) } == Data("bob's edit".utf8))
+    }
+
     @Test("re-owning a file goes through the transfer check; a refused re-own changes nothing")
     func reowning() throws {
         let f = try IsolationFixture()

@@ -22,7 +22,7 @@ final class RefusingPolicy: ManagedIdentityPolicy {
         switch access {
         case .create:
             return blocked.contains(owner) ? Self.refusal : nil
-        case let .read(reader):
+        case let .read(reader), let .modify(writer: reader):
             return blocked.contains(owner) || reader != owner ? Self.refusal : nil
         case let .transfer(recipient):
             return blocked.contains(owner) || recipient != owner ? Self.refusal : nil

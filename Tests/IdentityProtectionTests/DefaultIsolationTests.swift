@@ -95,3 +95,64 @@ struct DefaultIsolationTests {
         #expect(policy.refusal(of: .transfer(to: nil), to: carol) == nil)
     }
 }
+
+/// Modifying existing data is an operation of its own: whoever may not read an account's data may not write
+/// into it, truncate it, replace it or re-encrypt it, whatever owner the call names for the result.
+@Suite("Modify: nobody who may not read an account's data may change it")
+struct ModifyTests {
+    /// alice's file, encrypted, and its bytes on disk.
+    private func alicesFile(_ f: Fixture, _ name: String) throws -> (path: String, bytes: Data) {
+        let path = f.path(name)
+        try IdentityContext.withThreadIdentity(alice) { try f.files.writeFile(atPath: path, contents: Data("alice's numbers".utf8)) }
+        return (path, try Data(contentsOf: URL(fileURLWithPath: path)))
+    }
+
+    @Test("as another account, \"\" or no identity: every way of changing alice's file is refused (108) and changes nothing")
+    func refused() throws {
+        let f = try Fixture(isolated: true)
+        for (index, stranger) in ([bob, carol, .unmanaged, nil] as [Identity?]).enumerated() {
+            let (path, before) = try alicesFile(f, "numbers-\(index).txt")
+            let attempts: [(String, () throws -> Void)] = [
+                ("ProtectedFile .read .write .truncate, owner alice", {
+                    _ = try f.files.openProtectedFile(atPath: path, options: [.read, .write, .truncate], owner: alice)
+                }),
+                ("ProtectedFile .write", { _ = try f.files.openProtectedFile(atPath: path, options: [.write]) }),
+                ("ProtectedFile .write .create", { _ = try f.files.openProtectedFile(atPath: path, options: [.write, .create]) }),
+                ("openFile .write .truncate", { _ = try f.files.openFile(atPath: path, options: [.write, .truncate]) }),
+                ("openFile .write .append", { _ = try f.files.openFile(atPath: path, options: [.write, .append]) }),
+                ("writeFile", { try f.files.writeFile(atPath: path, contents: Data("overwritten".utf8)) }),
+                ("protect(path:identity: alice)", { try f.files.protect(path: path, identity: alice) }),
+                ("encryptFile(path:for: alice)", { try f.files.encryptFile(path: path, for: alice) }),
+            ]
+            for (name, attempt) in attempts {
+                IdentityContext.withThreadIdentity(stranger) {
+                    do {
+                        try attempt()
+                        Issue.record("\(name) as \(String(describing: stranger)) was allowed")
+                    } catch let error as ProtectionError {
+                        #expect(error.code == 108, "\(name) as \(String(describing: stranger)): \(error)")
+                    } catch {
+                        Issue.record("\(name): \(error)")
+                    }
+                }
+                #expect(try Data(contentsOf: URL(fileURLWithPath: path)) == before, "\(name) as \(String(describing: stranger)) changed the file")
+            }
+            #expect(try IdentityContext.withThreadIdentity(alice) { try f.files.readFile(atPath: path) } == Data("alice's numbers".utf8))
+        }
+    }
+
+    @Test("alice herself may change her file every way")
+    func ownerMay() throws {
+        let f = try Fixture(isolated: true)
+        let (path, _) = try alicesFile(f, "mine.txt")
+        try IdentityContext.withThreadIdentity(alice) {
+            let file = try f.files.openProtectedFile(atPath: path, options: [.read, .write, .truncate], owner: alice)
+            try file.write(Array("rewritten".utf8))
+            try file.close()
+            #expect(try f.files.readFile(atPath: path) == Data("rewritten".utf8))
+            try f.files.writeFile(atPath: path, contents: Data("again".utf8))
+            try f.files.encryptFile(path: path, for: alice)
+            #expect(try f.files.readFile(atPath: path) == Data("again".utf8))
+        }
+    }
+}

@@ -61,7 +61,8 @@ extension PolicyManager {
             switch access {
             case .create:
                 return nil
-            case let .read(reader):
+            case let .read(reader), let .modify(writer: reader):
+                // Whoever may not read an account's data may not modify it.
                 guard state.settings.dataIsolation, !Self.isTransferAllowed(from: owner, to: reader, in: state) else { return nil }
                 return .accessDenied(identity: owner, reader: reader)
             case let .transfer(recipient):

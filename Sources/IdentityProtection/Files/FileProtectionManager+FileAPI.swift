@@ -114,7 +114,8 @@ extension FileProtectionManager {
             if options.contains(.truncate) {
                 try authorizeHandOver(of: owner, to: newOwner)
             } else {
-                try policy.authorize(.read(reader: IdentityContext.effectiveFileIdentity), to: owner)
+                let caller = IdentityContext.effectiveFileIdentity
+                try policy.authorize(writes ? .modify(writer: caller) : .read(reader: caller), to: owner)
             }
         } else if !options.contains(.create) {
             throw .fileNotFound(path: path)

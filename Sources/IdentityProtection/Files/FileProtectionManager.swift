@@ -269,12 +269,16 @@ public final class FileProtectionManager: Sendable {
         !identity.isUnmanaged && policy.isManaged(identity)
     }
 
-    /// The checks before a file of `previousOwner` is given to `newOwner` (re-owned): the caller may see the
-    /// previous owner's data (``ProtectedDataAccess/read(reader:)``), and the data may go to the new owner
-    /// (``ProtectedDataAccess/transfer(to:)``). Nothing to check when the owner does not change or there was none.
+    /// The checks before existing data of `previousOwner` is replaced, truncated, re-encrypted or given to
+    /// `newOwner`: that modifies it, so the caller must be allowed to modify the previous owner's data
+    /// (``ProtectedDataAccess/modify(writer:)``) whether or not the owner changes, and when it changes the data
+    /// must be allowed to go to the new owner (``ProtectedDataAccess/transfer(to:)``). The owner a caller names
+    /// for the result never widens this: it is checked against the data's recorded owner. Nothing to check
+    /// when there was no owner.
     func authorizeHandOver(of previousOwner: Identity?, to newOwner: Identity?) throws(ProtectionError) {
-        guard let previousOwner, previousOwner != newOwner else { return }
-        try policy.authorize(.read(reader: IdentityContext.effectiveFileIdentity), to: previousOwner)
+        guard let previousOwner else { return }
+        try policy.authorize(.modify(writer: IdentityContext.effectiveFileIdentity), to: previousOwner)
+        guard previousOwner != newOwner else { return }
         try policy.authorize(.transfer(to: newOwner), to: previousOwner)
     }
 

@@ -347,9 +347,11 @@ public final class ProtectedFile: Sendable {
                 let store = try EncryptedChunkStore(creating: fd, path: path, header: header, key: key)
                 return Opened(path: path, owner: newOwner, fd: fd, store: store)
             }
-            let reader = IdentityContext.effectiveFileIdentity
+            let caller = IdentityContext.effectiveFileIdentity
+            // A writing handle modifies the owner's data; a reading one hands out its plaintext.
+            let access: ProtectedDataAccess = writes ? .modify(writer: caller) : .read(reader: caller)
             if let header = try EncryptedFileFormat.readHeader(fd, path: path) {
-                try manager.policy.authorize(.read(reader: reader), to: header.owner)
+                try manager.policy.authorize(access, to: header.owner)
                 if writes && header.isLegacy {
                     // A file of an earlier format is written in the current one: re-encrypt it first.
                     POSIX.closeFile(fd)
@@ -362,7 +364,7 @@ public final class ProtectedFile: Sendable {
                 return Opened(path: path, owner: header.owner, fd: fd, store: store)
             }
             let owner = try manager.owners.owner(path: path, info: info)
-            try manager.policy.authorize(.read(reader: reader), to: owner)
+            try manager.policy.authorize(access, to: owner)
             if writes, let owner, manager.requiresEncryption(owner) {
                 // Never a plaintext handle that writes a file that must be encrypted: encrypt it first.
                 POSIX.closeFile(fd)

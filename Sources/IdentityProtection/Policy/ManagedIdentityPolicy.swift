@@ -23,7 +23,7 @@ public protocol ManagedIdentityPolicy: Sendable {
     /// are managed (an implementation answers `nil` for accounts it neither manages nor blocks).
     ///
     /// The default isolates managed accounts (``isolationRefusal(of:to:)``): a managed account's data is read
-    /// only under that account's own effective file identity and goes to no other owner. An implementation that
+    /// and modified only under that account's own effective file identity and goes to no other owner. An implementation that
     /// wants to share data between accounts says so by implementing this requirement; isolation is never
     /// something a policy must remember to switch on.
     func refusal(of access: ProtectedDataAccess, to owner: Identity) -> ProtectionError?
@@ -35,8 +35,8 @@ extension ManagedIdentityPolicy {
     }
 
     /// Account isolation, the default ``refusal(of:to:)``: data owned by a managed account is refused
-    /// (``ProtectionError/accessDenied(identity:reader:)``, 108) to every reader but the account itself, code
-    /// with no identity and ``Identity/unmanaged`` included, and is transferred to no other owner. Creating
+    /// (``ProtectionError/accessDenied(identity:reader:)``, 108) to every reader and writer but the account
+    /// itself, code with no identity and ``Identity/unmanaged`` included, and is transferred to no other owner. Creating
     /// data for an account, and anything about an account that is not managed, is allowed.
     public func isolationRefusal(of access: ProtectedDataAccess, to owner: Identity) -> ProtectionError? {
         isManaged(owner) ? access.refusalUnderIsolation(of: owner) : nil
@@ -50,7 +50,7 @@ extension ProtectedDataAccess {
         switch self {
         case .create:
             return nil
-        case let .read(reader):
+        case let .read(reader), let .modify(writer: reader):
             return reader == owner ? nil : .accessDenied(identity: owner, reader: reader)
         case let .transfer(recipient):
             return recipient == owner ? nil : .accessDenied(identity: owner, reader: recipient)
@@ -65,6 +65,10 @@ public enum ProtectedDataAccess: Sendable, Hashable {
     case create
     /// Hand plaintext of the account's data to code whose effective file identity is `reader` (`nil`: none).
     case read(reader: Identity?)
+    /// Change the account's existing data for code whose effective file identity is `writer` (`nil`: none):
+    /// write into, truncate, append to, replace, re-encrypt or re-own it. Whoever may not read an account's data
+    /// may not modify it: the policies that ship answer it as they answer ``read(reader:)``.
+    case modify(writer: Identity?)
     /// Give the account's data to `recipient` (`nil`: to no owner): a file of one account made another's.
     case transfer(to: Identity?)
 }
