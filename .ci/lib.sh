@@ -189,7 +189,7 @@ step_stress() {
 }
 
 step_stress_isolation() {
-    swift run -c release identity-harness stress --isolation --duration 60 --seed "$stress_seed"
+    swift run -c release identity-harness stress --isolation --operations 1000000 --seed "$stress_seed"
 }
 
 step_stress_tsan() {
@@ -236,7 +236,7 @@ step_benchmarks() {
 full_lane() {
     landing_lane
     ci_step "identity-harness stress, release, 60 s" step_stress
-    ci_step "identity-harness stress --isolation, release, 60 s" step_stress_isolation
+    ci_step "identity-harness stress --isolation, release, 1,000,000 operations" step_stress_isolation
     ci_step "identity-harness stress under ThreadSanitizer, 30 s" step_stress_tsan
     ci_step "crash harness: 1,200 SIGKILLs (writeFile, encryptFile, ProtectedFile)" step_crash_kills
     ci_step "fuzzing: each libFuzzer target for ${IDENTITY_FUZZ_SECONDS:-30} s" step_fuzz

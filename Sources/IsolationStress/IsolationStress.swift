@@ -10,11 +10,15 @@ import Synchronization
 /// `identity-harness stress --isolation`.
 ///
 /// 64 managed accounts in 8 tenants (every tenant with its own policy document and ``DataTransferLevel``), a
-/// few unmanaged accounts, `""` and "no identity" write, read, transfer and re-own each other's data, from
-/// raw threads and from tasks, through every protection API. Each outcome is checked against a model of the
-/// rules written from the configuration alone (not by asking the runtime): a read or a transfer is allowed
-/// exactly when the data is unmanaged, the reader is the owner, or the owner's tenant level lets it go there.
-/// Any other outcome is a violation; plaintext returned where it was not allowed is counted in bytes.
+/// few unmanaged accounts, `""` and "no identity" write, read, modify, transfer and re-own each other's data,
+/// from raw threads and from tasks, through every protection API and its parameters (`owner:` of a truncating
+/// open, writing handles with and without truncation, streams split at random with empty pieces first and in
+/// between). Each outcome is checked against a model of the rules written from the configuration alone (not by
+/// asking the runtime): a read, a modification or a transfer is allowed exactly when the data is unmanaged, the
+/// caller (or the recipient) is the owner, or the owner's tenant level lets it go there; a modification that
+/// gives the data a new owner needs both. Any other outcome is a violation. Counted apart: plaintext returned
+/// where it was not allowed (bytes), another account's data changed where the rules refuse it, and plaintext
+/// at rest in a file of an account whose tenant requires encryption.
 public enum IsolationStress {
     public struct Options: Sendable {
         public var seed: UInt64 = 1
@@ -29,14 +33,32 @@ public enum IsolationStress {
         /// ``RuntimeSettings/dataIsolation`` of the manager under test. `false` is a self-check: the program
         /// must then report violations and leaked bytes.
         public var dataIsolation = true
+        /// A gate removed on purpose (self-check): the program must then report violations.
+        public var fault: Fault = .none
 
         public init() {}
+    }
+
+    /// A check the protection managers skip on purpose, to prove that the program catches a missing gate.
+    public enum Fault: String, CaseIterable, Sendable {
+        case none
+        /// Modifications (``IdentityProtection/ProtectedDataAccess/modify(writer:)``) are never refused.
+        case noModifyCheck = "no-modify-check"
+        /// Reads are never refused.
+        case noReadCheck = "no-read-check"
+        /// Transfers (re-owning) are never refused.
+        case noTransferCheck = "no-transfer-check"
     }
 
     /// The APIs exercised, one row each in the report.
     public enum API: String, CaseIterable, Sendable {
         case protect, unprotect, unprotectInTask, writeFile, readFile, readFileThroughQueue, decryptFileToCopy
         case openProtectedFile, isDataTransferAllowed, reownFile
+        /// Another caller changes an existing file: `writeFile` over it, a truncating `openProtectedFile` with an
+        /// `owner:` of its choice, or a writing handle without truncation.
+        case modifyFile
+        /// Streamed protect (in tasks), then streamed unprotect of pieces split at random, empty ones included.
+        case protectStream, unprotectStream
     }
 
     public struct Row: Sendable {
@@ -54,10 +76,14 @@ public enum IsolationStress {
         public var violationCount: Int
         /// Bytes of plaintext returned to a reader that may not see them.
         public var leakedBytes: Int
+        /// Changes of another account's data that the rules refuse (allowed, or left behind by a refusal).
+        public var foreignModifications: Int
+        /// Files of an account whose tenant requires encryption found with their plaintext on disk.
+        public var plaintextAtRest: Int
         public var operations: Int
         public var seconds: Double
 
-        public var passed: Bool { violationCount == 0 && leakedBytes == 0 }
+        public var passed: Bool { violationCount == 0 && leakedBytes == 0 && foreignModifications == 0 && plaintextAtRest == 0 }
 
         /// The per-API table and a closing line, for printing.
         public var table: String {
@@ -71,7 +97,8 @@ public enum IsolationStress {
                     + cell(row.attempts, 12) + cell(row.allowed, 10) + cell(row.refused, 10) + cell(row.violations, 12))
             }
             lines.append("\(operations) operations in \(String(format: "%.1f", seconds)) s: \(violationCount) violations, "
-                + "\(leakedBytes) plaintext bytes leaked")
+                + "\(leakedBytes) plaintext bytes leaked, \(foreignModifications) modifications of another account's data, "
+                + "\(plaintextAtRest) files in the clear that must be encrypted")
             lines.append(contentsOf: violations.prefix(10).map { "  VIOLATION: \($0)" })
             return lines.joined(separator: "\n")
         }
@@ -113,23 +140,38 @@ public enum IsolationStress {
 /// One piece of protected data and what it must hold. Operations on an item hold its lock, so its owner does
 /// not change under a read.
 final class Item: Sendable {
-    enum Kind { case envelope, file }
+    enum Kind { case envelope, file, stream }
 
     struct State {
         var owner: Identity?
         var envelope: Data
+        /// What the data holds now (a file's changes by the model's rules update it).
+        var plaintext: Data
     }
 
     let kind: Kind
-    let plaintext: Data
     let path: String
     let state: LockedValue<State>
 
     init(kind: Kind, plaintext: Data, path: String, owner: Identity?, envelope: Data) {
         self.kind = kind
-        self.plaintext = plaintext
         self.path = path
-        state = LockedValue(State(owner: owner, envelope: envelope))
+        state = LockedValue(State(owner: owner, envelope: envelope, plaintext: plaintext))
+    }
+}
+
+/// The manager under test with one gate removed on purpose (``IsolationStress/Fault``).
+struct FaultyPolicy: ManagedIdentityPolicy {
+    let base: PolicyManager
+    let fault: IsolationStress.Fault
+
+    func isManaged(_ identity: Identity) -> Bool { base.isManaged(identity) }
+    func isFileEncryptionRequired(for identity: Identity) -> Bool { base.isFileEncryptionRequired(for: identity) }
+    func refusal(of access: ProtectedDataAccess, to owner: Identity) -> ProtectionError? {
+        switch (fault, access) {
+        case (.noModifyCheck, .modify), (.noReadCheck, .read), (.noTransferCheck, .transfer): return nil
+        default: return base.refusal(of: access, to: owner)
+        }
     }
 }
 
@@ -147,6 +189,8 @@ final class World: Sendable {
     let counter = Atomic<Int>(0)
     let operations = Atomic<Int>(0)
     let leaked = Atomic<Int>(0)
+    let foreignModifications = Atomic<Int>(0)
+    let plaintextAtRest = Atomic<Int>(0)
     let rows = LockedValue([IsolationStress.API: IsolationStress.Row]())
     let violations = LockedValue<(count: Int, first: [String])>((0, []))
 
@@ -170,8 +214,9 @@ final class World: Sendable {
         manager = PolicyManager(settings: settings, policySource: StaticPolicySource(tenants: tenants))
         for account in accounts { manager.registerAccount(account) }
         let keys = try FileKeyStore(directory: directory + "/keys")
-        data = DataProtectionManager(keyStore: keys, policy: manager)
-        files = try FileProtectionManager(roots: [root], keyStore: keys, policy: manager, stateDirectory: directory + "/state")
+        let policy: any ManagedIdentityPolicy = options.fault == .none ? manager : FaultyPolicy(base: manager, fault: options.fault)
+        data = DataProtectionManager(keyStore: keys, policy: policy)
+        files = try FileProtectionManager(roots: [root], keyStore: keys, policy: policy, stateDirectory: directory + "/state")
     }
 
     func tearDown() {
@@ -195,6 +240,25 @@ final class World: Sendable {
         case .managedAccounts: return readerTenant != nil
         case .any: return true
         }
+    }
+
+    /// Whether `caller` may change `owner`'s data into data of `newOwner`: it may modify it (as a reader), and
+    /// when the owner changes, the data may go to the new owner.
+    func mayModify(owner: Identity?, by caller: Identity?, newOwner: Identity?) -> Bool {
+        allowed(owner: owner, reader: caller) && (newOwner == owner || allowed(owner: owner, reader: newOwner))
+    }
+
+    /// Whether files of `owner` must be encrypted at rest, from the configuration alone.
+    func mustEncrypt(_ owner: Identity?) -> Bool {
+        guard let owner, let tenant = tenant(of: owner) else { return false }
+        return tenant.isMultiple(of: 2)
+    }
+
+    /// Counts a file of an account that must be encrypted found with `plaintext` on disk.
+    func checkAtRest(_ path: String, owner: Identity?, plaintext: Data, api: IsolationStress.API) {
+        guard mustEncrypt(owner), let bytes = FileManager.default.contents(atPath: path), bytes.range(of: plaintext) != nil else { return }
+        plaintextAtRest.add(1, ordering: .relaxed)
+        tally(api, allowed: true, violation: "\(api.rawValue): \(show(owner))'s file is in the clear on disk")
     }
 
     // MARK: Working
@@ -225,19 +289,85 @@ final class World: Sendable {
         }
     }
 
-    /// A worker in a task: reads of envelopes happen in child tasks.
+    /// A worker in a task: reads of envelopes happen in child tasks; streams are protected and read here.
     func workInTasks(random: inout SplitMix64, budget: Int?, deadline: UInt64) async {
         var done = 0
         while keepGoing(done, budget: budget, deadline: deadline) {
-            if Int.random(in: 0..<4, using: &random) == 0, let item = pick(&random, .envelope) {
-                let reader = anyone(&random)
-                await IdentityContext.withThreadIdentity(reader) {
-                    await Task { self.read(item, by: reader, api: .unprotectInTask) }.value
+            switch Int.random(in: 0..<8, using: &random) {
+            case 0, 1:
+                operations.add(1, ordering: .relaxed)
+                if let item = pick(&random, .envelope) {
+                    let reader = anyone(&random)
+                    await IdentityContext.withThreadIdentity(reader) {
+                        await Task { self.read(item, by: reader, api: .unprotectInTask) }.value
+                    }
                 }
-            } else {
+            case 2:
+                operations.add(1, ordering: .relaxed)
+                await createStream(by: anyone(&random), &random)
+            case 3:
+                operations.add(1, ordering: .relaxed)
+                if let item = pick(&random, .stream) { await readStream(item, by: anyone(&random), &random) }
+            default:
                 step(&random)
             }
             done += 1
+        }
+    }
+
+    /// Protects a new stream as `writer`, in pieces of random sizes.
+    func createStream(by writer: Identity?, _ random: inout SplitMix64) async {
+        let number = counter.add(1, ordering: .relaxed).newValue
+        let plaintext = Data("SECRET stream \(number) of \(show(writer)) \(random.next()) ".utf8) + Data(repeating: 0x2E, count: Int(random.next() % 200))
+        let pieces = Self.split(Array(plaintext), &random)
+        let chunkSize = 1 + Int(random.next() % 64)
+        do {
+            let sealed = try await IdentityContext.withThreadIdentity(writer) {
+                try await data.protect(Self.stream(pieces), chunkSize: chunkSize).collect()
+            }
+            tally(.protectStream, allowed: true, violation: nil)
+            add(Item(kind: .stream, plaintext: plaintext, path: "", owner: writer, envelope: Data(sealed)))
+        } catch {
+            tally(.protectStream, allowed: false, violation: "protect of a stream as \(show(writer)) failed: \(error)")
+        }
+    }
+
+    /// Unprotects a stream as `reader`, split at random (empty pieces first and in between), against the model.
+    func readStream(_ item: Item, by reader: Identity?, _ random: inout SplitMix64) async {
+        let (owner, envelope, plaintext) = item.state.withLock { ($0.owner, $0.envelope, $0.plaintext) }
+        let expected = allowed(owner: owner, reader: reader)
+        let what = "unprotectStream of \(show(owner))'s data by \(show(reader))"
+        let pieces = [[]] + Self.split(Array(envelope), &random)
+        do {
+            let bytes = try await IdentityContext.withThreadIdentity(reader) { try await data.unprotect(Self.stream(pieces)).collect() }
+            if !expected {
+                if Data(bytes).range(of: plaintext.prefix(24)) != nil { leaked.add(plaintext.count, ordering: .relaxed) }
+                return tally(.unprotectStream, allowed: true, violation: "\(what) was allowed; the rules refuse it")
+            }
+            tally(.unprotectStream, allowed: true, violation: Data(bytes) == plaintext ? nil : "\(what) gave other bytes")
+        } catch ProtectionError.accessDenied {
+            tally(.unprotectStream, allowed: false, violation: expected ? "\(what) was refused; the rules allow it" : nil)
+        } catch {
+            tally(.unprotectStream, allowed: false, violation: "\(what) failed: \(error)")
+        }
+    }
+
+    /// `bytes` cut into pieces of random sizes, empty ones included.
+    static func split(_ bytes: [UInt8], _ random: inout SplitMix64) -> [[UInt8]] {
+        var pieces: [[UInt8]] = []
+        var offset = 0
+        while offset < bytes.count {
+            let count = min(bytes.count - offset, Int(random.next() % 48))
+            pieces.append(Array(bytes[offset..<offset + count]))
+            offset += count
+        }
+        return pieces
+    }
+
+    static func stream(_ pieces: [[UInt8]]) -> AsyncStream<[UInt8]> {
+        AsyncStream { continuation in
+            for piece in pieces { continuation.yield(piece) }
+            continuation.finish()
         }
     }
 
@@ -261,7 +391,10 @@ final class World: Sendable {
             } else {
                 IdentityContext.withThreadIdentity(reader) { read(item, by: reader, api: api) }
             }
-        case 70..<85:
+        case 70..<80:
+            guard let item = pick(&random, .file) else { return }
+            modify(item, by: anyone(&random), &random)
+        case 80..<88:
             let source = anyone(&random), target = anyone(&random)
             let expected = allowed(owner: source, reader: target)
             let answer = manager.isDataTransferAllowed(from: source, to: target)
@@ -294,6 +427,7 @@ final class World: Sendable {
         do {
             try IdentityContext.withThreadIdentity(writer) { try files.writeFile(atPath: path, contents: plaintext) }
             tally(.writeFile, allowed: true, violation: nil)
+            checkAtRest(path, owner: writer, plaintext: plaintext, api: .writeFile)
             add(Item(kind: .file, plaintext: plaintext, path: path, owner: writer, envelope: Data()))
         } catch {
             tally(.writeFile, allowed: false, violation: "writeFile as \(show(writer)) failed: \(error)")
@@ -307,9 +441,67 @@ final class World: Sendable {
         }
     }
 
+    /// `caller` changes the file `item` one of three ways, checked against the model; a refused change must
+    /// leave the file's bytes as they were.
+    func modify(_ item: Item, by caller: Identity?, _ random: inout SplitMix64) {
+        let number = counter.add(1, ordering: .relaxed).newValue
+        let replacement = Data("SECRET change \(number) by \(show(caller)) \(random.next())".utf8)
+        let way = Int.random(in: 0..<3, using: &random)
+        let named: Identity? = [nil, caller, anyone(&random)][Int.random(in: 0..<3, using: &random)]
+        item.state.withLock { state in
+            let before = FileManager.default.contents(atPath: item.path)
+            // The owner of the result: the caller for writeFile, the named owner (else the caller) for a
+            // truncating open, the recorded owner for a writing handle that does not truncate.
+            let newOwner: Identity? = switch way {
+            case 0: caller
+            case 1: named ?? caller
+            default: state.owner
+            }
+            let expected = mayModify(owner: state.owner, by: caller, newOwner: newOwner)
+            let what = ["writeFile over", "openProtectedFile(.truncate, owner: \(show(named))) of", "openProtectedFile(.write) of"][way]
+                + " \(show(state.owner))'s file by \(show(caller))"
+            do {
+                try IdentityContext.withThreadIdentity(caller) {
+                    switch way {
+                    case 0:
+                        try files.writeFile(atPath: item.path, contents: replacement)
+                    case 1:
+                        let file = try files.openProtectedFile(atPath: item.path, options: [.read, .write, .truncate], owner: named)
+                        try file.write(replacement)
+                        try file.close()
+                    default:
+                        let file = try files.openProtectedFile(atPath: item.path, options: [.read, .write])
+                        try file.write(replacement, at: 0)
+                        try file.truncate(to: UInt64(replacement.count))
+                        try file.close()
+                    }
+                }
+                if !expected {
+                    foreignModifications.add(1, ordering: .relaxed)
+                    return tally(.modifyFile, allowed: true, violation: "\(what) was allowed; the rules refuse it")
+                }
+                state.owner = newOwner
+                state.plaintext = replacement
+                let owner = try files.protectionInfo(path: item.path)?.owner
+                let reread = try IdentityContext.withThreadIdentity(newOwner) { try files.readFile(atPath: item.path) }
+                checkAtRest(item.path, owner: newOwner, plaintext: replacement, api: .modifyFile)
+                tally(.modifyFile, allowed: true, violation: owner != newOwner || reread != replacement
+                    ? "\(what): the file is \(show(owner))'s, holding other bytes" : nil)
+            } catch ProtectionError.accessDenied {
+                let changed = FileManager.default.contents(atPath: item.path) != before
+                if changed { foreignModifications.add(1, ordering: .relaxed) }
+                tally(.modifyFile, allowed: false, violation: expected ? "\(what) was refused; the rules allow it"
+                    : changed ? "\(what) was refused but changed the file" : nil)
+            } catch {
+                tally(.modifyFile, allowed: false, violation: "\(what) failed: \(error)")
+            }
+        }
+    }
+
     /// One read of `item` by the current thread identity `reader`, checked against the model.
     func read(_ item: Item, by reader: Identity?, api: IsolationStress.API) {
         item.state.withLock { state in
+            let plaintext = state.plaintext
             let expected = allowed(owner: state.owner, reader: reader)
             let what = "\(api.rawValue) of \(show(state.owner))'s data by \(show(reader))"
             do {
@@ -332,10 +524,10 @@ final class World: Sendable {
                     bytes = nil
                 }
                 if !expected {
-                    if let bytes, bytes.range(of: item.plaintext) != nil { leaked.add(item.plaintext.count, ordering: .relaxed) }
+                    if let bytes, bytes.range(of: plaintext) != nil { leaked.add(plaintext.count, ordering: .relaxed) }
                     return tally(api, allowed: true, violation: "\(what) was allowed; the rules refuse it")
                 }
-                if let bytes, bytes != item.plaintext {
+                if let bytes, bytes != plaintext {
                     return tally(api, allowed: true, violation: "\(what) gave other bytes")
                 }
                 tally(api, allowed: true, violation: nil)
@@ -389,6 +581,7 @@ final class World: Sendable {
         let (count, first) = violations.withLock { ($0.count, $0.first) }
         return IsolationStress.Report(
             rows: rows, violations: first, violationCount: count, leakedBytes: leaked.load(ordering: .relaxed),
+            foreignModifications: foreignModifications.load(ordering: .relaxed), plaintextAtRest: plaintextAtRest.load(ordering: .relaxed),
             operations: operations.load(ordering: .relaxed), seconds: seconds)
     }
 

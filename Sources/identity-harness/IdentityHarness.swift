@@ -53,8 +53,11 @@ struct IdentityHarness {
         var options = IsolationStress.Options()
         options.seed = stress.seed
         options.duration = stress.duration
+        options.operations = stress.operations
+        options.fault = stress.isolationFault
         print("stress --isolation: seed \(options.seed), \(options.accounts) accounts in \(options.tenants) tenants, "
-            + "\(options.workers) workers, \(Int(options.duration)) s")
+            + "\(options.workers) workers, " + (options.operations.map { "\($0) operations" } ?? "\(Int(options.duration)) s")
+            + (options.fault == .none ? "" : ", gate removed on purpose: \(options.fault.rawValue) (must fail)"))
         do {
             let report = try await IsolationStress.run(options)
             print(report.table)
@@ -72,7 +75,8 @@ struct IdentityHarness {
           stress   random programs mixing every mechanism; exit 1 on any misattribution or leak
                    --seed N (1) --duration S (10) --identities K (64) --depth D (12) --in-flight N (64)
                    --fault none|skip-restore|capture-at-run (self-check: must then fail)
-                   --isolation: the randomized tenant-isolation program instead (--seed, --duration)
+                   --isolation: the randomized tenant-isolation program instead (--seed, --duration, or
+                   --operations N; --isolation-fault no-modify-check|no-read-check|no-transfer-check: must then fail)
           soak     stress for 600 s by default, also reporting resident memory growth per million units
           assertion keygen | sign --private-key HEX --kid K --issuer I --audience A --account NAME [--tenant T]
                    | verify --public-key HEX --kid K --issuer I --audience A  (tokens on standard input)

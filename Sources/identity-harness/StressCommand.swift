@@ -2,6 +2,7 @@ import Dispatch
 import Foundation
 import IdentityRuntime
 import IdentityTesting
+import IsolationStress
 import Synchronization
 
 /// `identity-harness stress` and `soak`: random programs that hand work from mechanism to mechanism, every
@@ -21,6 +22,9 @@ enum StressCommand {
         var inFlight = 64
         var memory = false
         var fault = FaultInjection.none
+        /// `stress --isolation` only: operations in all instead of a duration, and a gate removed on purpose.
+        var operations: Int?
+        var isolationFault = IsolationStress.Fault.none
     }
 
     enum Mechanism: String, CaseIterable {
@@ -52,6 +56,19 @@ enum StressCommand {
                     return nil
                 }
                 options.fault = fault
+            case "--operations":
+                guard let count = Int(value), count > 0 else {
+                    FileHandle.standardError.write(Data("--operations: a positive whole number\n".utf8))
+                    return nil
+                }
+                options.operations = count
+            case "--isolation-fault":
+                guard let fault = IsolationStress.Fault(rawValue: value) else {
+                    let names = IsolationStress.Fault.allCases.map(\.rawValue).joined(separator: ", ")
+                    FileHandle.standardError.write(Data("--isolation-fault: one of \(names)\n".utf8))
+                    return nil
+                }
+                options.isolationFault = fault
             default:
                 FileHandle.standardError.write(Data("unknown option \(flag)\n".utf8))
                 return nil

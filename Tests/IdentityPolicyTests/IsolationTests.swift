@@ -225,7 +225,25 @@ struct IsolationTests {
         let report = try await IsolationStress.run(options)
         #expect(report.passed, "\(report.table)")
         #expect(report.rows.allSatisfy { $0.attempts > 0 }, "\(report.table)")
-        #expect(report.rows.filter { $0.api != .protect && $0.api != .writeFile }.allSatisfy { $0.refused > 0 && $0.allowed > 0 })
+        #expect(report.rows.filter { ![.protect, .writeFile, .protectStream].contains($0.api) }.allSatisfy { $0.refused > 0 && $0.allowed > 0 },
+                "\(report.table)")
+        #expect(report.foreignModifications == 0 && report.plaintextAtRest == 0)
+    }
+
+    @Test("the randomized check catches a missing gate: without the modify, read or transfer check it fails",
+          arguments: [IsolationStress.Fault.noModifyCheck, .noReadCheck, .noTransferCheck])
+    func randomizedFaultInjection(fault: IsolationStress.Fault) async throws {
+        var options = IsolationStress.Options()
+        options.seed = 11
+        options.operations = 2_000
+        options.fault = fault
+        let report = try await IsolationStress.run(options)
+        #expect(!report.passed, "\(fault): \(report.table)")
+        switch fault {
+        case .noModifyCheck: #expect(report.foreignModifications > 0, "\(report.table)")
+        case .noReadCheck: #expect(report.leakedBytes > 0, "\(report.table)")
+        case .noTransferCheck, .none: #expect(report.violationCount > 0, "\(report.table)")
+        }
     }
 
     @Test("the randomized check catches a leak: with isolation off it reports violations and leaked bytes")
