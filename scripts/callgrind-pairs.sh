@@ -12,8 +12,8 @@
 #
 # Environment: IDENTITY_CALLGRIND_COUNT (operations per run, default 20000; the `assertion-*` pairs, whose
 # operation is one Ed25519 verification or signature of 0.6 to 1.6 M instructions, count 256), IDENTITY_CALLGRIND_PAIRS
-# (space-separated pair names, or a group: `headline` (dispatch and reads: the landing lane, .ci/run), `rest`
-# (every other pair: the full lane, .ci/full) or `all`, the default), IDENTITY_HARNESS (a prebuilt release binary;
+# (space-separated pair names and groups: `headline` (dispatch and reads: the landing lane, .ci/run), `rest`
+# (every other pair: the full lane, .ci/full), `all` (the default)), IDENTITY_HARNESS (a prebuilt release binary;
 # default: builds one).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -32,12 +32,15 @@ command -v valgrind >/dev/null || { echo "valgrind is required (apt-get install 
 count="${IDENTITY_CALLGRIND_COUNT:-20000}"
 headline_pairs="async-identity async-no-identity sync read-file-identity read-nothing-set"
 other_pairs="operation-subclass task-in-scope ui-switch-unmanaged ui-switch-unmanaged-change ui-switch-shared-change protect-1k unprotect-1k assertion-verify assertion-sign"
-case "${IDENTITY_CALLGRIND_PAIRS:-all}" in
-    headline) pairs="$headline_pairs" ;;
-    rest) pairs="$other_pairs" ;;
-    all) pairs="$headline_pairs $other_pairs" ;;
-    *) pairs="$IDENTITY_CALLGRIND_PAIRS" ;;
-esac
+pairs=""
+for word in ${IDENTITY_CALLGRIND_PAIRS:-all}; do
+    case "$word" in
+        headline) pairs="$pairs $headline_pairs" ;;
+        rest) pairs="$pairs $other_pairs" ;;
+        all) pairs="$pairs $headline_pairs $other_pairs" ;;
+        *) pairs="$pairs $word" ;;
+    esac
+done
 harness="${IDENTITY_HARNESS:-}"
 if [ -z "$harness" ]; then
     swift build -c release --product identity-harness >&2

@@ -156,3 +156,28 @@ struct ModifyTests {
         }
     }
 }
+
+@Suite("Directory owners: re-owning another account's directory is a modification and a transfer")
+struct DirectoryOwnerAccessTests {
+    @Test("as another account, \"\" or no identity: alice's directory keeps its owner; alice may change it")
+    func reowningDirectories() throws {
+        let f = try Fixture(isolated: true)
+        let directory = f.path("alice-dir")
+        try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
+        try IdentityContext.withThreadIdentity(alice) { try f.files.protect(directory: directory) }
+        for stranger in [bob, carol, .unmanaged, nil] as [Identity?] {
+            IdentityContext.withThreadIdentity(stranger) {
+                #expect(throws: ProtectionError.self) { try f.files.protect(directory: directory, identity: stranger ?? carol) }
+                #expect(throws: ProtectionError.self) { try f.files.protect(directory: directory, identity: alice) }
+            }
+            #expect(try f.files.owner(ofDirectory: directory) == alice)
+        }
+        // Alice re-owning her own directory to another managed account is a transfer: isolation refuses it.
+        #expect(throws: ProtectionError.accessDenied(identity: alice, reader: bob)) {
+            try IdentityContext.withThreadIdentity(alice) { try f.files.protect(directory: directory, identity: bob) }
+        }
+        // To herself again: allowed.
+        try IdentityContext.withThreadIdentity(alice) { try f.files.protect(directory: directory, identity: alice) }
+        #expect(try f.files.owner(ofDirectory: directory) == alice)
+    }
+}

@@ -26,13 +26,18 @@ extension FileProtectionManager {
     /// Existing files inside are not changed; a directory owner does not encrypt anything by itself.
     /// - Parameter identity: the owner; `nil` means the caller's `IdentityContext.effectiveFileIdentity`, and if
     ///   that is `nil` too, the directory's owner is removed.
-    /// - Throws: 105 no directory at `path`; the policy's refusal when `identity` may not get new data; 106 the
-    ///   OS refused.
+    ///
+    /// Access: a directory that already has an owner is that owner's: changing or removing its owner modifies
+    /// it (the caller must be allowed to modify the owner's data) and, for another owner, transfers it (the
+    /// owner's data must be allowed to go there), as for a file.
+    /// - Throws: 105 no directory at `path`; the policy's refusal when `identity` may not get new data, or when
+    ///   the caller may not re-own the directory's current owner's directory; 106 the OS refused.
     public func protect(directory path: String, identity: Identity? = nil) throws(ProtectionError) {
         let owner = identity ?? IdentityContext.effectiveFileIdentity
         try policy.authorize(.create, to: owner)
         let path = Paths.absolute(path)
         guard let info = try POSIX.statPath(path), POSIX.isDirectory(info) else { throw .fileNotFound(path: path) }
+        try authorizeHandOver(of: try owners.owner(path: path, info: info), to: owner)
         let fd = try POSIX.openFile(path, O_RDONLY | O_DIRECTORY)
         defer { POSIX.closeFile(fd) }
         try owners.setOwner(owner, fd: fd, path: path)
