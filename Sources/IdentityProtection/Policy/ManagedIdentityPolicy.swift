@@ -39,11 +39,22 @@ extension ManagedIdentityPolicy {
     /// itself, code with no identity and ``Identity/unmanaged`` included, and is transferred to no other owner. Creating
     /// data for an account, and anything about an account that is not managed, is allowed.
     public func isolationRefusal(of access: ProtectedDataAccess, to owner: Identity) -> ProtectionError? {
-        isManaged(owner) ? access.refusalUnderIsolation(of: owner) : nil
+        if access.isAllowedUnderIsolation(for: owner) { return nil }
+        return isManaged(owner) ? access.refusalUnderIsolation(of: owner) : nil
     }
 }
 
 extension ProtectedDataAccess {
+    /// Whether isolation allows this access whoever `owner` is: creating data, and the owner's own reads,
+    /// modifications and keeping. Answered without asking the policy anything (the common case of every
+    /// read and write, so it takes no lock).
+    func isAllowedUnderIsolation(for owner: Identity) -> Bool {
+        switch self {
+        case .create: return true
+        case let .read(caller), let .modify(writer: caller), let .transfer(to: caller): return caller == owner
+        }
+    }
+
     /// This access to data of the managed account `owner` under account isolation: only the owner itself reads
     /// it or receives it; creating is allowed.
     func refusalUnderIsolation(of owner: Identity) -> ProtectionError? {

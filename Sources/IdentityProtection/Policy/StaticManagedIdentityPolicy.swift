@@ -69,7 +69,8 @@ public final class StaticManagedIdentityPolicy: ManagedIdentityPolicy {
 
     /// Account isolation (``ManagedIdentityPolicy/isolationRefusal(of:to:)``) unless ``dataIsolation`` is off.
     public func refusal(of access: ProtectedDataAccess, to owner: Identity) -> ProtectionError? {
-        // One lock for both answers: this runs on every read and write.
+        // The owner's own accesses and every creation need no lock: this runs on every read and write.
+        if access.isAllowedUnderIsolation(for: owner) { return nil }
         let isolated = state.withLock { $0.dataIsolation && $0.managed.contains(owner) }
         return isolated && !owner.isUnmanaged ? access.refusalUnderIsolation(of: owner) : nil
     }
