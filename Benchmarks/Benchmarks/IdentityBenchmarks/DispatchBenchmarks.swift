@@ -112,9 +112,14 @@ func registerDispatchBenchmarks() {
     // MARK: group notify: one block in a group, then a notify block
 
     // Submitted while the queue is suspended, then drained: every notify is registered while its group's
-    // block is still pending, so libdispatch takes one path and the allocation counts repeat (with the queue
-    // running, whether the block already ran depends on timing, which moved the count by 7% between runs).
-    Benchmark("GroupNotify.RawDispatchGroup") { benchmark in
+    // block is still pending, so libdispatch takes one path. The wrapped member's count still moves by up to
+    // 2 allocations per operation between runs (seen: 14.0 to 16.0 per operation; libdispatch's per-thread
+    // continuation cache serves some of its notify blocks without malloc, depending on which thread drains the
+    // queue): its bound, 15% and 2,500 per thousand, catches a gross regression only.
+    let notifyConfiguration = Benchmark.Configuration(thresholds: [
+        .mallocCountTotal: BenchmarkThresholds(relative: [.p90: 15.0], absolute: [.p90: 2_500]),
+    ])
+    Benchmark("GroupNotify.RawDispatchGroup", configuration: notifyConfiguration) { benchmark in
         rawSerial.suspend()
         for index in benchmark.scaledIterations {
             let group = DispatchGroup()
@@ -124,7 +129,7 @@ func registerDispatchBenchmarks() {
         rawSerial.resume()
         rawSerial.sync {}
     }
-    Benchmark("GroupNotify.WrappedWithIdentity") { benchmark in
+    Benchmark("GroupNotify.WrappedWithIdentity", configuration: notifyConfiguration) { benchmark in
         wrappedSerial.underlying.suspend()
         IdentityContext.withThreadIdentity(alice) {
             for index in benchmark.scaledIterations {
