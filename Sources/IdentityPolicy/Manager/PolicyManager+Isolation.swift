@@ -62,6 +62,12 @@ extension PolicyManager {
             case .create:
                 return nil
             case let .read(reader), let .modify(writer: reader):
+                // A blocked account reads and changes no owned data, managed or not (as isDataTransferAllowed
+                // answers false for it), isolation on or off; the owner's own data included (109 above when
+                // the owner is the blocked one).
+                if let reader, !reader.isUnmanaged, Self.blockReason(for: reader, in: state) != nil {
+                    return .accessDenied(identity: owner, reader: reader)
+                }
                 // Whoever may not read an account's data may not modify it.
                 guard state.settings.dataIsolation, !Self.isTransferAllowed(from: owner, to: reader, in: state) else { return nil }
                 return .accessDenied(identity: owner, reader: reader)

@@ -70,6 +70,10 @@ public final class PolicyManager: Sendable {
         /// Whether the policy source has loaded (``PolicySource/hasLoaded``); until then, operations on owned
         /// data are refused with `ProtectionError.policyUnavailable`.
         var policiesLoaded = true
+        /// Tickets of policy reloads: each takes one before it reads the source, and a reload applies only if
+        /// no reload with a later ticket has applied (a slow, stale read never overwrites a newer one).
+        var reloadTicketsIssued: UInt64 = 0
+        var reloadTicketApplied: UInt64 = 0
     }
 
     let state: LockedValue<State>
@@ -106,10 +110,14 @@ public final class PolicyManager: Sendable {
         }
         var initial = State(settings: settings, policySource: source, fileProtection: fileProtection, keyStore: keyStore)
         _ = initial.accounts.configure(limit: settings.maxManagedAccounts, policyRequired: settings.policyRequired)
-        _ = initial.accounts.setPolicies(source?.policies ?? .empty)
+        // Whether it has loaded first, then what it holds: a load that ends between the two reads is then
+        // seen as "not loaded yet" (refusing), never as "loaded" with the policies of before it.
         initial.policiesLoaded = source?.hasLoaded ?? true
+        _ = initial.accounts.setPolicies(source?.policies ?? .empty)
         state = LockedValue(initial)
         source?.setChangeHandler { [weak self] in self?.reloadPolicies() }
+        // A load that ended before the handler was installed notified nobody: read the source once more.
+        if source != nil { reloadPolicies() }
     }
 
     // MARK: Configuration
@@ -328,9 +336,18 @@ public final class PolicyManager: Sendable {
     /// Re-reads the policy source (after its change handler ran). `force`: announce `.policyDidChange` even if
     /// nothing changed (a new source).
     func reloadPolicies(force: Bool = false) {
-        let policies = policySource?.policies ?? .empty
-        let loaded = policySource?.hasLoaded ?? true
-        let (differences, transitions) = updateAccounts { state in
+        // The source is read outside the manager's lock (a source may notify from inside `policies`), after
+        // taking a ticket; `hasLoaded` before `policies` (see the initializer).
+        let (ticket, source) = state.withLock { state in
+            state.reloadTicketsIssued += 1
+            return (state.reloadTicketsIssued, state.policySource)
+        }
+        let loaded = source?.hasLoaded ?? true
+        let policies = source?.policies ?? .empty
+        let (differences, transitions) = updateAccounts { state -> ((accounts: Set<Identity>, tenants: Set<TenantID>), AccountIndex.Changes) in
+            // A reload that took a later ticket read the source later and has applied already: this one is stale.
+            guard ticket > state.reloadTicketApplied else { return ((accounts: [], tenants: []), [:]) }
+            state.reloadTicketApplied = ticket
             let differences = policies.differences(from: state.accounts.policies)
             state.policiesLoaded = loaded
             return (differences, state.accounts.setPolicies(policies))

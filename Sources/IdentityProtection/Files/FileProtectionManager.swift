@@ -221,7 +221,9 @@ public final class FileProtectionManager: Sendable {
     ///
     /// Every chunk is authenticated before the decrypted file replaces the original: on any error the
     /// original is untouched and no plaintext is left behind.
-    /// - Throws: 105 no regular file; 100 malformed or truncated; 101 version; 102 tampered, reordered or
+    ///
+    /// Access: a read of the owner's data and a modification of it (the file is rewritten).
+    /// - Throws: 108 the caller may not read or modify the owner's data; 105 no regular file; 100 malformed or truncated; 101 version; 102 tampered, reordered or
     ///   dropped chunk; 103 the owner's key is gone; 104 bad owner field; 106 the OS refused.
     public func decryptFile(path: String) throws(ProtectionError) {
         try decrypt(path: path, access: nil)
@@ -234,6 +236,8 @@ public final class FileProtectionManager: Sendable {
         let fd = try POSIX.openFile(path, O_RDONLY)
         defer { POSIX.closeFile(fd) }
         guard let header = try EncryptedFileFormat.readHeader(fd, path: path) else { return }
+        // Decrypting in place rewrites the owner's file: a modification as well as a read.
+        if access == nil { try policy.authorize(.modify(writer: IdentityContext.effectiveFileIdentity), to: header.owner) }
         var source = DecryptingSource(try decryptor(fd: fd, path: path, header: header, access: access))
         try writePlaintext(from: &source, to: path, mode: info.st_mode & 0o7777, owner: header.owner)
         try owners.forget([info])
@@ -242,21 +246,32 @@ public final class FileProtectionManager: Sendable {
     /// Writes the plaintext of the file at `path` to `copyPath` (atomically, replacing what is there), and
     /// leaves `path` as it is. The copy is owned by the original's owner, so a wipe of that owner removes it
     /// too. A file that is not encrypted is copied as it is.
-    /// - Throws: as ``decryptFile(path:)``; 106 when `copyPath` cannot be written.
+    ///
+    /// Access: reading `path` is a read of its owner's data; a file already at `copyPath` is replaced, which
+    /// modifies its owner's data and, for another owner, transfers it (as ``writeFile(atPath:contents:)`` over it).
+    /// - Throws: as ``decryptFile(path:)``; 108 when the file at `copyPath` may not be replaced by the caller;
+    ///   106 when `copyPath` cannot be written.
     public func decryptFile(path: String, toCopyPath copyPath: String) throws(ProtectionError) {
         let path = Paths.absolute(path)
         let copyPath = Paths.absolute(copyPath)
         let info = try regularFileInfo(path)
-        if let existing = try destinationInfo(copyPath), !POSIX.isRegular(existing) {
+        let existing = try destinationInfo(copyPath)
+        if let existing, !POSIX.isRegular(existing) {
             throw .fileNotFound(path: copyPath)
         }
         let fd = try POSIX.openFile(path, O_RDONLY)
         defer { POSIX.closeFile(fd) }
         let mode = info.st_mode & 0o7777
-        if let header = try EncryptedFileFormat.readHeader(fd, path: path) {
+        let header = try EncryptedFileFormat.readHeader(fd, path: path)
+        let owner: Identity?
+        if let header { owner = header.owner } else { owner = try owners.owner(path: path, info: info) }
+        if let existing {
+            // Replacing the file at `copyPath` modifies its owner's data and gives the path to `owner`.
+            try authorizeHandOver(of: try currentOwner(path: copyPath, info: existing, header: try encryptedHeader(copyPath)), to: owner)
+        }
+        if let header {
             return try writeDecrypted(fd: fd, path: path, header: header, to: copyPath, mode: mode)
         }
-        let owner = try owners.owner(path: path, info: info)
         try policy.authorize(.read(reader: IdentityContext.effectiveFileIdentity), to: owner)
         guard lseek(fd, 0, SEEK_SET) == 0 else { throw POSIX.failure(path, "lseek") }
         var source = FileDescriptorSource(fd: fd, path: path)
