@@ -119,7 +119,8 @@ extension FileProtectionManager {
     /// its writer holds an exclusive `flock` on it until it renames it, and only files nobody holds that lock
     /// on and that were last modified at least `minimumAge` seconds ago are deleted (the age covers the moment
     /// between a writer creating its file and locking it). Symbolic links are not followed.
-    /// - Parameter minimumAge: seconds since a temporary file's last change before it counts as abandoned.
+    /// - Parameter minimumAge: seconds since a temporary file's last change before it counts as abandoned; `0`:
+    ///   any age (the lock still protects a file being written).
     /// - Returns: the absolute paths deleted, sorted.
     /// - Throws: the first failure to read a directory or delete a file, after everything else was done.
     @discardableResult
@@ -130,7 +131,9 @@ extension FileProtectionManager {
         let now = Double(time(nil))
         func sweep(_ path: String, _ info: stat) {
             guard AtomicFile.isTemporaryName(Paths.lastComponent(path)) else { return }
-            guard now - Double(info.st_mtim.tv_sec) >= minimumAge else { return }
+            // `olderThan: 0` means any age. (Compared in whole seconds, a file written a moment ago can look one
+            // second younger than "now": its fine-grained modification time may run ahead of `time()`.)
+            guard minimumAge <= 0 || now - Double(info.st_mtim.tv_sec) >= minimumAge else { return }
             do throws(ProtectionError) {
                 let fd = try POSIX.openFile(path, O_RDONLY | O_NOFOLLOW)
                 defer { POSIX.closeFile(fd) }
