@@ -5,29 +5,36 @@ import ServiceContextModule
 /// `Task {}` and task-group children, created outside and inside an identity scope: inside, each task copies
 /// the scope's task-local binding.
 func registerTaskBenchmarks() {
-    Benchmark("TaskCreate.Raw") { benchmark in
+    // The concurrency runtime serves some task allocations from its own allocator and some from malloc,
+    // depending on timing: these counts moved by about 0.5 per task between runs (seen: 5,003 and 5,511 per
+    // thousand for the same code, raw and peer members alike). 15% and 700 per thousand catch one more
+    // allocation per task, not less.
+    let taskConfiguration = Benchmark.Configuration(thresholds: [
+        .mallocCountTotal: BenchmarkThresholds(relative: [.p90: 15.0], absolute: [.p90: 700]),
+    ])
+    Benchmark("TaskCreate.Raw", configuration: taskConfiguration) { benchmark in
         await createTasks(benchmark.scaledIterations.count)
     }
-    Benchmark("TaskCreate.PeerTaskLocal") { benchmark in
+    Benchmark("TaskCreate.PeerTaskLocal", configuration: taskConfiguration) { benchmark in
         await BareTaskLocal.$value.withValue(alice) {
             await createTasks(benchmark.scaledIterations.count)
         }
     }
-    Benchmark("TaskCreate.PeerServiceContext") { benchmark in
+    Benchmark("TaskCreate.PeerServiceContext", configuration: taskConfiguration) { benchmark in
         await ServiceContext.withValue(aliceContext) {
             await createTasks(benchmark.scaledIterations.count)
         }
     }
-    Benchmark("TaskCreate.InIdentityScope") { benchmark in
+    Benchmark("TaskCreate.InIdentityScope", configuration: taskConfiguration) { benchmark in
         await IdentityContext.withThreadIdentity(alice) {
             await createTasks(benchmark.scaledIterations.count)
         }
     }
 
-    Benchmark("TaskGroupChildren.Raw") { benchmark in
+    Benchmark("TaskGroupChildren.Raw", configuration: taskConfiguration) { benchmark in
         await addChildren(benchmark.scaledIterations.count)
     }
-    Benchmark("TaskGroupChildren.InIdentityScope") { benchmark in
+    Benchmark("TaskGroupChildren.InIdentityScope", configuration: taskConfiguration) { benchmark in
         await IdentityContext.withThreadIdentity(alice) {
             await addChildren(benchmark.scaledIterations.count)
         }
