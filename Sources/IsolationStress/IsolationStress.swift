@@ -6,7 +6,7 @@ import IdentityRuntime
 import IdentityTesting
 import Synchronization
 
-/// A seeded, randomized check of tenant isolation (DESIGN §4b), shared by the test suite and
+/// A seeded, randomized check of tenant isolation (docs/service-boundary.md), shared by the test suite and
 /// `identity-harness stress --isolation`.
 ///
 /// 64 managed accounts in 8 tenants (every tenant with its own policy document and ``DataTransferLevel``), a

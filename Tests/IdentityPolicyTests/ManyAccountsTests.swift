@@ -15,7 +15,7 @@ func ownedPolicy(_ owner: String, encrypt: Bool = true, save: SaveLocation = [.l
         appConfiguration: ["owner": .string(owner)])
 }
 
-@Suite("Many managed accounts: enrolled, own and tenant policies, tenants by ID, object IDs (DESIGN §4a)")
+@Suite("Many managed accounts: enrolled, own and tenant policies, tenants by ID, object IDs (docs/policy.md)")
 struct ManyAccountsTests {
     @Test("every account with a policy (own or tenant's) and every enrolled account is managed, each under its own policy")
     func manyManaged() {
@@ -118,7 +118,7 @@ struct ManyAccountsTests {
     }
 }
 
-@Suite("Combined policies over several accounts (DESIGN §4a)")
+@Suite("Combined policies over several accounts (docs/policy.md)")
 struct CombinedPolicyTests {
     static let source = StaticPolicySource([
         alice: Policy(identity: nil, allowedSaveLocations: [.localDrive, .oneDriveForBusiness, .box],

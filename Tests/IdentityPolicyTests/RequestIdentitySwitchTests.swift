@@ -4,7 +4,7 @@ import Foundation
 import IdentityRuntime
 import Testing
 
-@Suite("requestIdentitySwitch: runtime-initiated switch (DESIGN §4)")
+@Suite("requestIdentitySwitch: runtime-initiated switch (docs/policy.md)")
 struct RequestIdentitySwitchTests {
     func manager(timeout: TimeInterval = 600, delegate: ClosureDelegate?) -> PolicyManager {
         var settings = RuntimeSettings()

@@ -4,7 +4,7 @@ import Foundation
 import IdentityRuntime
 import Testing
 
-@Suite("setUIPolicyIdentity: app-initiated switch (DESIGN §4)")
+@Suite("setUIPolicyIdentity: app-initiated switch (docs/policy.md)")
 struct UIPolicyIdentityTests {
     let window: WindowID = "doc-1"
 

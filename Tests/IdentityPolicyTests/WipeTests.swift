@@ -36,7 +36,7 @@ struct WipeFixture {
     }
 }
 
-@Suite("Selective wipe (DESIGN §4)")
+@Suite("Selective wipe (docs/policy.md)")
 struct WipeTests {
     @Test("delegate returns false: every file of the account is gone, nothing of it decrypts, others intact")
     func runtimeWipe() async throws {

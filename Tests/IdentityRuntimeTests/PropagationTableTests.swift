@@ -2,7 +2,7 @@ import IdentityRuntime
 import IdentityTesting
 import Testing
 
-@Suite("DESIGN §3: every row of the propagation table, for nil, \"\" and a named identity")
+@Suite("Every row of the propagation table, for nil, \"\" and a named identity")
 struct PropagationTableTests {
     @Test("row observes what the table says", .timeLimit(.minutes(5)),
           arguments: PropagationTable.checks, PropagationTable.submitters)

@@ -3,9 +3,9 @@ import IdentityTesting
 import Testing
 @testable import IdentityRuntime
 
-/// DESIGN §2. These tests change process-wide levels, so they run one at a time and reset afterwards; no
+/// Levels and effective identities (docs/identities-and-propagation.md). These tests change process-wide levels, so they run one at a time and reset afterwards; no
 /// other suite reads the process or UI identity.
-@Suite("DESIGN §2: levels and effective identities", .serialized, .exclusiveProcessIdentity)
+@Suite("Levels and effective identities", .serialized, .exclusiveProcessIdentity)
 struct ResolutionTests {
     init() { IdentityContext.resetAllLevels() }
 

@@ -58,7 +58,7 @@ extension PolicyManager {
         }
     }
 
-    /// Admits `account` and runs `operation` under it (DESIGN §4b): the service boundary, for a request
+    /// Admits `account` and runs `operation` under it (docs/service-boundary.md): the service boundary, for a request
     /// handler before it acts for an account.
     ///
     /// 1. Refused at once, with an ``AdmissionError`` whose ``AdmissionError/result`` is
