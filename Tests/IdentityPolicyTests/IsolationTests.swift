@@ -62,6 +62,13 @@ func readEverywhere(_ f: IsolationFixture, envelope: Data, path: String, as read
                 defer { try? file.close() }
                 return Data(try file.readToEnd())
             },
+            "protect(fileAtPath:toPath:) then unprotect": attempt {
+                let sealed = path + ".idps"
+                defer { try? FileManager.default.removeItem(atPath: sealed) }
+                try f.files.protect(fileAtPath: path, toPath: sealed)
+                try f.files.unprotect(fileAtPath: sealed, toPath: copy)
+                return FileManager.default.contents(atPath: copy) ?? Data()
+            },
         ]
     }
 }
@@ -215,6 +222,51 @@ struct IsolationTests {
             try IdentityContext.withThreadIdentity(carol) { try f.files.openFile(atPath: fresh, options: [.write, .create]) }
         }
         #expect(!FileManager.default.fileExists(atPath: fresh))
+    }
+
+    @Test("an open ProtectedFile stops reading and writing when its owner or its opener is blocked, and works again when unblocked")
+    func openHandlesFollowBlocks() throws {
+        let f = try IsolationFixture()
+        let path = try f.write("handle.txt", as: alice, "0123456789")
+        let (reader, writer) = try IdentityContext.withThreadIdentity(alice) {
+            (try f.files.openProtectedFile(atPath: path, options: [.read]), try f.files.openProtectedFile(atPath: path, options: [.read, .write]))
+        }
+        let created = try IdentityContext.withThreadIdentity(bob) {
+            try f.files.openProtectedFile(atPath: f.root + "/bob.bin", options: [.read, .write, .create])
+        }
+        defer { try? reader.close(); try? writer.close(); try? created.close() }
+        #expect(reader.access == .read(reader: alice) && writer.access == .modify(writer: alice) && created.access == .create)
+        #expect(try reader.read(at: 0, upToCount: 4) == Array("0123".utf8))
+        f.manager.blockAccount(alice, reason: .clockedOut)
+        // Whatever identity the handle is used from: the access is the opener's.
+        for caller in [alice, bob, nil] as [Identity?] {
+            IdentityContext.withThreadIdentity(caller) {
+                #expect(throws: ProtectionError.accountBlocked(identity: alice, reason: BlockAccountReason.clockedOut.rawValue)) {
+                    try reader.read(at: 0, upToCount: 4)
+                }
+                #expect(throws: ProtectionError.accountBlocked(identity: alice, reason: BlockAccountReason.clockedOut.rawValue)) {
+                    try writer.write(Array("XX".utf8), at: 0)
+                }
+                #expect(throws: ProtectionError.accountBlocked(identity: alice, reason: BlockAccountReason.clockedOut.rawValue)) {
+                    try writer.truncate(to: 0)
+                }
+            }
+        }
+        try created.write(Array("bob's".utf8), at: 0)
+        f.manager.unblockAccount(alice)
+        try writer.write(Array("AB".utf8), at: 0)
+        #expect(try reader.read(at: 4, upToCount: 2) == Array("45".utf8))
+        #expect(try writer.read(at: 0, upToCount: 10) == Array("AB23456789".utf8))
+        // The opener blocked: its handle on another account's data stops too (bob reads alice's data in contoso).
+        let bobsReader = try IdentityContext.withThreadIdentity(bob) { try f.files.openProtectedFile(atPath: path, options: [.read]) }
+        defer { try? bobsReader.close() }
+        #expect(try bobsReader.read(at: 0, upToCount: 2) == Array("AB".utf8))
+        f.manager.blockAccount(bob, reason: .clockedOut)
+        #expect(throws: ProtectionError.accessDenied(identity: alice, reader: bob)) { try bobsReader.read(at: 0, upToCount: 2) }
+        #expect(throws: ProtectionError.accountBlocked(identity: bob, reason: BlockAccountReason.clockedOut.rawValue)) {
+            try created.write(Array("more".utf8), at: 5)
+        }
+        #expect(try IdentityContext.withThreadIdentity(alice) { try f.files.readFile(atPath: path) } == Data("AB23456789".utf8))
     }
 
     @Test("randomized isolation: 64 accounts in 8 tenants, threads and tasks, every API; 0 violations, 0 bytes leaked")

@@ -122,12 +122,12 @@ struct AccessCheckTests {
         let sealed = f.path("sealed.bin")
         let opened = f.path("opened.bin")
         writeRaw(Array(repeating: 5, count: 100), to: source)
-        expectRefused { try data.protect(fileAtPath: source, toPath: sealed, identity: mallory) }
+        expectRefused { try files.protect(fileAtPath: source, toPath: sealed, identity: mallory) }
         #expect(!FileManager.default.fileExists(atPath: sealed))
-        try IdentityContext.withThreadIdentity(alice) { try data.protect(fileAtPath: source, toPath: sealed, identity: alice) }
-        expectRefused { try IdentityContext.withThreadIdentity(bob) { try data.unprotect(fileAtPath: sealed, toPath: opened) } }
+        try IdentityContext.withThreadIdentity(alice) { try files.protect(fileAtPath: source, toPath: sealed, identity: alice) }
+        expectRefused { try IdentityContext.withThreadIdentity(bob) { try files.unprotect(fileAtPath: sealed, toPath: opened) } }
         #expect(!FileManager.default.fileExists(atPath: opened))
-        try IdentityContext.withThreadIdentity(alice) { try data.unprotect(fileAtPath: sealed, toPath: opened) }
+        try IdentityContext.withThreadIdentity(alice) { try files.unprotect(fileAtPath: sealed, toPath: opened) }
         #expect(bytes(of: opened) == Array(repeating: 5, count: 100))
     }
 }

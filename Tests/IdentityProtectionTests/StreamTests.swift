@@ -157,19 +157,19 @@ struct StreamTests {
         let opened = f.path("big.opened")
         let original = Self.payload(3 << 20 + 77, seed: 3)
         writeRaw(original, to: source)
-        try f.data.protect(fileAtPath: source, toPath: sealed, identity: bob)
+        try f.files.protect(fileAtPath: source, toPath: sealed, identity: bob)
         #expect(Data(bytes(of: sealed)!).range(of: Data(original[1000..<1100])) == nil)
-        try IdentityContext.withThreadIdentity(bob) { try f.data.unprotect(fileAtPath: sealed, toPath: opened) }
+        try IdentityContext.withThreadIdentity(bob) { try f.files.unprotect(fileAtPath: sealed, toPath: opened) }
         #expect(bytes(of: opened) == original)
         // A damaged stream leaves no destination behind.
         var damaged = bytes(of: sealed)!
         damaged[damaged.count - 5] ^= 1
         writeRaw(damaged, to: sealed)
         try FileManager.default.removeItem(atPath: opened)
-        #expect(protectionError { try f.data.unprotect(fileAtPath: sealed, toPath: opened) }?.code == 102)
+        #expect(protectionError { try f.files.unprotect(fileAtPath: sealed, toPath: opened) }?.code == 102)
         #expect(!FileManager.default.fileExists(atPath: opened))
         #expect(try FileManager.default.contentsOfDirectory(atPath: f.root).sorted() == ["big.bin", "big.sealed"])
-        #expect(protectionError { try f.data.protect(fileAtPath: f.path("missing"), toPath: sealed) }?.code == 105)
-        #expect(protectionError { try f.data.protect(fileAtPath: source, toPath: sealed, chunkSize: 0) }?.code == 100)
+        #expect(protectionError { try f.files.protect(fileAtPath: f.path("missing"), toPath: sealed) }?.code == 105)
+        #expect(protectionError { try f.files.protect(fileAtPath: source, toPath: sealed, chunkSize: 0) }?.code == 100)
     }
 }

@@ -1,5 +1,5 @@
 // libFuzzer target: the data-envelope reader (protectionInfo, unprotect) and the protected-stream reader
-// (unprotect(fileAtPath:toPath:)). Every input must give a typed error or a consistent answer; a crash, a
+// (FileProtectionManager.unprotect(fileAtPath:toPath:)). Every input must give a typed error or a consistent answer; a crash, a
 // trap or an inconsistency is a finding.
 import Foundation
 import FuzzSupport
@@ -7,6 +7,7 @@ import IdentityProtection
 
 private let streamInput = FuzzFixture.directory + "/root/stream.in"
 private let streamOutput = FuzzFixture.directory + "/root/stream.out"
+private let files = FuzzFixture.files(chunkSize: 64 * 1024)
 
 @_cdecl("LLVMFuzzerTestOneInput")
 public func fuzzEnvelope(_ start: UnsafePointer<UInt8>, _ count: Int) -> CInt {
@@ -21,7 +22,7 @@ public func fuzzEnvelope(_ start: UnsafePointer<UInt8>, _ count: Int) -> CInt {
     }
     // The same bytes as a stream: pass-through for non-streams, typed errors for damaged ones.
     if FileManager.default.createFile(atPath: streamInput, contents: input) {
-        if (try? manager.unprotect(fileAtPath: streamInput, toPath: streamOutput)) != nil,
+        if (try? files.unprotect(fileAtPath: streamInput, toPath: streamOutput)) != nil,
            input.first != 0x89, FileManager.default.contents(atPath: streamOutput) != input {
             fatalError("a non-stream input was not passed through unchanged")
         }

@@ -30,7 +30,7 @@ try save("FuzzEnvelope", "envelope-unmanaged", try data.protect(payload, identit
 try payload.write(to: URL(fileURLWithPath: scratch + "/payload"))
 for (name, owner, size) in [("stream-40", alice, 40), ("stream-empty", alice, 0), ("stream-clear", carol, 40)] {
     try payload.prefix(size).write(to: URL(fileURLWithPath: scratch + "/payload"))
-    try data.protect(fileAtPath: scratch + "/payload", toPath: scratch + "/sealed", identity: owner, chunkSize: 16)
+    try files.protect(fileAtPath: scratch + "/payload", toPath: scratch + "/sealed", identity: owner, chunkSize: 16)
     try save("FuzzEnvelope", name, try Data(contentsOf: URL(fileURLWithPath: scratch + "/sealed")))
 }
 

@@ -1,12 +1,5 @@
 import Foundation
 import IdentityRuntime
-#if canImport(Glibc)
-import Glibc
-#elseif canImport(Musl)
-import Musl
-#elseif canImport(Darwin)
-import Darwin
-#endif
 
 extension DataProtectionManager {
     /// Protects a payload that arrives in pieces, for payloads larger than memory: the result yields the
@@ -40,7 +33,7 @@ extension DataProtectionManager {
     /// Memory stays bounded: at most one record plus the piece `source` just yielded.
     /// > Warning: Bytes of earlier records have been yielded by the time a later record fails; a consumer
     /// > that must not act on a partial payload writes to a temporary place until the sequence ends without
-    /// > an error (``unprotect(fileAtPath:toPath:)`` does that).
+    /// > an error (``FileProtectionManager/unprotect(fileAtPath:toPath:)`` does that).
     /// - Throws while iterating: what `source` throws; the policy's refusal; 100 malformed, truncated or
     ///   trailing bytes; 101 version; 102 tampered, reordered or dropped record; 103 key missing; 104 owner
     ///   field.
@@ -50,90 +43,15 @@ extension DataProtectionManager {
         ProtectedByteStream(base: source, transform: .open(makeOpener(reader: IdentityContext.effectiveFileIdentity)))
     }
 
-    /// Protects the file at `sourcePath` into a protected-stream envelope at `destinationPath` (atomically:
-    /// temporary file, `fsync`, `rename`), reading and writing 1 MiB at a time.
-    /// - Parameter identity: the owner, as in ``protect(_:identity:chunkSize:)``.
-    /// - Throws: 105 no regular file at `sourcePath`; the policy's refusal; 106 the OS refused (the destination
-    ///   is then untouched); 103/104/107 as for data.
-    public func protect(
-        fileAtPath sourcePath: String, toPath destinationPath: String, identity: Identity? = nil,
-        chunkSize: Int = 64 * 1024
-    ) throws(ProtectionError) {
-        var sealer = try makeSealer(owner: identity, chunkSize: chunkSize)
-        try transformFile(sourcePath, to: destinationPath) { (piece) throws(ProtectionError) in
-            guard let piece else { return try sealer.finish() }
-            return try sealer.append(piece)
-        }
-    }
-
-    /// Writes the plaintext of the protected stream at `sourcePath` to `destinationPath`, atomically: the
-    /// destination appears only when every record authenticated. A file that is not a stream envelope is
-    /// copied unchanged.
-    /// - Throws: 105 no regular file at `sourcePath`; the policy's refusal for this reader; 100...104 as for
-    ///   ``unprotect(_:)-(Source)``; 106 the OS refused. The destination is untouched on any error.
-    public func unprotect(fileAtPath sourcePath: String, toPath destinationPath: String) throws(ProtectionError) {
-        var opener = makeOpener(reader: IdentityContext.effectiveFileIdentity)
-        try transformFile(sourcePath, to: destinationPath) { (piece) throws(ProtectionError) in
-            guard let piece else { return try opener.finish() }
-            return try opener.append(piece)
-        }
-    }
-
     // MARK: Internals
 
     func makeSealer(owner identity: Identity?, chunkSize: Int) throws(ProtectionError) -> StreamSealer {
-        guard (EncryptedFileFormat.minimumChunkSize...EncryptedFileFormat.maximumChunkSize).contains(chunkSize) else {
-            throw .invalidEnvelope(reason: "chunk size \(chunkSize) outside 1...\(EncryptedFileFormat.maximumChunkSize)")
-        }
-        let owner = identity ?? IdentityContext.effectiveFileIdentity ?? .unmanaged
-        try policy.authorize(.create, to: owner)
-        let key = isManaged(owner) ? try keyStore.currentKey(for: owner) : nil
-        return try StreamSealer(header: try StreamFormat.makeHeader(owner: owner, key: key, chunkSize: chunkSize), key: key)
+        try StreamEndpoints(keyStore: keyStore, policy: policy)
+            .sealer(owner: identity ?? IdentityContext.effectiveFileIdentity ?? .unmanaged, chunkSize: chunkSize)
     }
 
     func makeOpener(reader: Identity?) -> StreamOpener {
-        let policy = policy
-        let keyStore = keyStore
-        return StreamOpener { (header) throws(ProtectionError) -> ProtectionKey? in
-            try policy.authorize(.read(reader: reader), to: header.owner)
-            guard let keyID = header.keyID else { return nil }
-            return try keyStore.key(withID: keyID, for: header.owner)
-        }
-    }
-
-    private func transformFile(
-        _ sourcePath: String, to destinationPath: String,
-        _ transform: (UnsafeRawBufferPointer?) throws(ProtectionError) -> [UInt8]
-    ) throws(ProtectionError) {
-        let source = Paths.absolute(sourcePath)
-        let destination = Paths.absolute(destinationPath)
-        guard let info = try POSIX.statPath(source), POSIX.isRegular(info) else { throw .fileNotFound(path: source) }
-        let fd = try POSIX.openFile(source, O_RDONLY)
-        defer { POSIX.closeFile(fd) }
-        var output = try AtomicFile(replacing: destination, mode: 0o600)
-        do throws(ProtectionError) {
-            var buffer = [UInt8](repeating: 0, count: 1 << 20)
-            var offset: Int64 = 0
-            while true {
-                let result: Result<Int, ProtectionError> = buffer.withUnsafeMutableBytes { raw in
-                    do throws(ProtectionError) {
-                        return .success(try POSIX.preadInto(fd, raw, at: offset, path: source))
-                    } catch { return .failure(error) }
-                }
-                let count = try result.get()
-                if count == 0 { break }
-                offset += Int64(count)
-                let piece = try withRawBytes(of: buffer) { (raw) throws(ProtectionError) in
-                    try transform(UnsafeRawBufferPointer(rebasing: raw[..<count]))
-                }
-                try output.write(piece)
-            }
-            try output.write(try transform(nil))
-            try output.commit()
-        } catch {
-            output.discard()
-            throw error
-        }
+        StreamEndpoints(keyStore: keyStore, policy: policy).opener(reader: reader)
     }
 }
 

@@ -34,7 +34,13 @@ import Darwin
 ///
 /// Every open goes through the policy's access check: creating or truncating is refused when the owner may not
 /// get new data, opening an existing file is refused when the caller's effective file identity may not read
-/// the owner's data (``ManagedIdentityPolicy/refusal(of:to:)``), before any byte is read.
+/// the owner's data, or may not modify it for a handle that writes (``ManagedIdentityPolicy/refusal(of:to:)``),
+/// before any byte is read.
+///
+/// The handle stays under the gate after it is opened: every read, write and truncation asks the policy again
+/// for the access granted at the open (``access``, for the identity that opened it), so a handle stops
+/// working (the policy's refusal, e.g. 109 or 115) as soon as its owner or its opener is blocked, or the
+/// policy changes so that the access is no longer allowed; it works again when the refusal clears.
 ///
 /// ## Format and integrity
 /// Content is stored in chunks of ``FileProtectionManager/chunkSize`` bytes, each sealed with AES-256-GCM
@@ -69,6 +75,13 @@ public final class ProtectedFile: Sendable {
     public let isReadable: Bool
     /// Whether every write goes to the end of the file (``FileOpenOptions/append``).
     public let appends: Bool
+    /// What the open was allowed to do with the owner's data, for the effective file identity of the code
+    /// that opened it: ``ProtectedDataAccess/create`` for a handle that created or truncated the file, else
+    /// ``ProtectedDataAccess/modify(writer:)`` for one that writes and ``ProtectedDataAccess/read(reader:)``
+    /// for one that only reads. Asked again before every read, write and truncation.
+    public let access: ProtectedDataAccess
+
+    private let policy: any ManagedIdentityPolicy
 
     private struct State: Sendable {
         var fd: Int32?
@@ -84,17 +97,20 @@ public final class ProtectedFile: Sendable {
         permissions: UInt16 = 0o600, manager: FileProtectionManager
     ) throws(ProtectionError) {
         let opened = try ProtectedFile.open(manager: manager, path: Paths.absolute(path), options: options, owner: owner, permissions: permissions)
-        self.init(path: opened.path, owner: opened.owner, fd: opened.fd, store: opened.store, options: options)
+        self.init(opened, policy: manager.policy, options: options)
     }
 
-    private init(path: String, owner: Identity?, fd: Int32, store: EncryptedChunkStore?, options: FileOpenOptions) {
-        self.path = path
-        self.owner = owner
+    private init(_ opened: Opened, policy: any ManagedIdentityPolicy, options: FileOpenOptions) {
+        let store = opened.store
+        self.path = opened.path
+        self.owner = opened.owner
+        self.access = opened.access
+        self.policy = policy
         self.isEncrypted = store != nil
         self.isWritable = options.writes
         self.isReadable = options.contains(.read) || !options.writes
         self.appends = options.contains(.append)
-        self.state = LockedValue(State(fd: fd, store: store))
+        self.state = LockedValue(State(fd: opened.fd, store: store))
     }
 
     deinit {
@@ -108,7 +124,8 @@ public final class ProtectedFile: Sendable {
 
     /// Reads up to `count` bytes at the current offset and moves the offset past them; fewer only at the end
     /// of the file, none at or past it.
-    /// - Throws: 111 closed; 106 not open for reading or the OS failed; 100/102 a damaged or tampered chunk.
+    /// - Throws: 111 closed; 106 not open for reading or the OS failed; 100/102 a damaged or tampered chunk;
+    ///   the policy's refusal of ``access`` (109 a blocked owner or opener, 108, 115).
     public func read(upToCount count: Int) throws(ProtectionError) -> [UInt8] {
         try state.withLock { (state: inout State) throws(ProtectionError) -> [UInt8] in
             let bytes = try read(&state, at: state.offset, count: count)
@@ -141,7 +158,7 @@ public final class ProtectedFile: Sendable {
     /// Writes `bytes` at the current offset (at the end with ``FileOpenOptions/append``) and moves the offset
     /// past them. Writing past the end fills the gap with zeros.
     /// - Throws: 111 closed; 106 not open for writing or the OS failed; 112 beyond the format's reach;
-    ///   100/102 a damaged chunk that the write only partly covers.
+    ///   100/102 a damaged chunk that the write only partly covers; the policy's refusal of ``access``.
     public func write(_ bytes: UnsafeRawBufferPointer) throws(ProtectionError) {
         try state.withLock { (state: inout State) throws(ProtectionError) in
             let offset = appends ? try size(&state) : state.offset
@@ -212,7 +229,8 @@ public final class ProtectedFile: Sendable {
     }
 
     /// Cuts the content to `length` bytes, or extends it with zeros. The current offset is unchanged.
-    /// - Throws: 111 closed; 106 not open for writing or the OS failed; 112 beyond the format's reach.
+    /// - Throws: 111 closed; 106 not open for writing or the OS failed; 112 beyond the format's reach; the
+    ///   policy's refusal of ``access``.
     public func truncate(to length: UInt64) throws(ProtectionError) {
         try state.withLock { (state: inout State) throws(ProtectionError) in
             let fd = try writableFD(state)
@@ -246,9 +264,15 @@ public final class ProtectedFile: Sendable {
 
     // MARK: Internals
 
+    /// The policy's answer, now, to the access the open was granted.
+    private func authorizeAgain() throws(ProtectionError) {
+        try policy.authorize(access, to: owner)
+    }
+
     private func read(_ state: inout State, at offset: UInt64, count: Int) throws(ProtectionError) -> [UInt8] {
         guard let fd = state.fd else { throw .fileClosed(path: path) }
         guard isReadable else { throw .ioFailure(path: path, operation: "read (not opened for reading)", errno: EBADF) }
+        try authorizeAgain()
         guard count > 0 else { return [] }
         if state.store != nil {
             var output: [UInt8] = []
@@ -274,9 +298,11 @@ public final class ProtectedFile: Sendable {
         return UInt64(try POSIX.fstatFD(fd, path: path).st_size)
     }
 
+    /// The descriptor of a handle open for writing, once the policy allowed the write again.
     private func writableFD(_ state: State) throws(ProtectionError) -> Int32 {
         guard let fd = state.fd else { throw .fileClosed(path: path) }
         guard isWritable else { throw .ioFailure(path: path, operation: "write (not opened for writing)", errno: EBADF) }
+        try authorizeAgain()
         return fd
     }
 
@@ -285,6 +311,7 @@ public final class ProtectedFile: Sendable {
         let owner: Identity?
         let fd: Int32
         let store: EncryptedChunkStore?
+        let access: ProtectedDataAccess
     }
 
     private static func open(
@@ -340,12 +367,12 @@ public final class ProtectedFile: Sendable {
                 if !created { try POSIX.truncateFD(fd, to: 0, path: path) }
                 try manager.owners.setOwner(newOwner, fd: fd, path: path)
                 guard let newOwner, manager.requiresEncryption(newOwner) else {
-                    return Opened(path: path, owner: newOwner, fd: fd, store: nil)
+                    return Opened(path: path, owner: newOwner, fd: fd, store: nil, access: .create)
                 }
                 let key = try manager.keyStore.currentKey(for: newOwner)
                 let header = try EncryptedFileFormat.newHeader(owner: newOwner, key: key, chunkSize: manager.chunkSize)
                 let store = try EncryptedChunkStore(creating: fd, path: path, header: header, key: key)
-                return Opened(path: path, owner: newOwner, fd: fd, store: store)
+                return Opened(path: path, owner: newOwner, fd: fd, store: store, access: .create)
             }
             let caller = IdentityContext.effectiveFileIdentity
             // A writing handle modifies the owner's data; a reading one hands out its plaintext.
@@ -361,7 +388,7 @@ public final class ProtectedFile: Sendable {
                 }
                 let key = try manager.keyStore.key(withID: header.keyID, for: header.owner)
                 let store = try EncryptedChunkStore(opening: fd, path: path, header: header, key: key, writable: writes)
-                return Opened(path: path, owner: header.owner, fd: fd, store: store)
+                return Opened(path: path, owner: header.owner, fd: fd, store: store, access: access)
             }
             let owner = try manager.owners.owner(path: path, info: info)
             try manager.policy.authorize(access, to: owner)
@@ -372,7 +399,7 @@ public final class ProtectedFile: Sendable {
                 try manager.encryptFile(path: path, for: owner)
                 return try open(manager: manager, path: path, options: options.subtracting([.create, .truncate, .exclusive]), owner: nil, permissions: permissions)
             }
-            return Opened(path: path, owner: owner, fd: fd, store: nil)
+            return Opened(path: path, owner: owner, fd: fd, store: nil, access: access)
         } catch {
             if !closed { POSIX.closeFile(fd) }
             if created { _ = unlink(path) }

@@ -1,0 +1,32 @@
+import IdentityRuntime
+
+/// The two ends of a protected stream over a key store and a policy, shared by the stream APIs of
+/// ``DataProtectionManager`` and ``FileProtectionManager``: the sealer asks the policy to create data for the
+/// owner, the opener asks it to let the reader read the owner named in the header, before any plaintext.
+struct StreamEndpoints {
+    let keyStore: any KeyStore
+    let policy: any ManagedIdentityPolicy
+
+    /// A sealer for `owner`, after ``ProtectedDataAccess/create`` was allowed.
+    /// - Throws: 100 a chunk size out of range; the policy's refusal; 103/104/107.
+    func sealer(owner: Identity, chunkSize: Int) throws(ProtectionError) -> StreamSealer {
+        guard (EncryptedFileFormat.minimumChunkSize...EncryptedFileFormat.maximumChunkSize).contains(chunkSize) else {
+            throw .invalidEnvelope(reason: "chunk size \(chunkSize) outside 1...\(EncryptedFileFormat.maximumChunkSize)")
+        }
+        try policy.authorize(.create, to: owner)
+        let key = !owner.isUnmanaged && policy.isManaged(owner) ? try keyStore.currentKey(for: owner) : nil
+        return try StreamSealer(header: try StreamFormat.makeHeader(owner: owner, key: key, chunkSize: chunkSize), key: key)
+    }
+
+    /// An opener that lets `reader` read the owner its header names (``ProtectedDataAccess/read(reader:)``)
+    /// and finds the key, before a byte of plaintext comes out.
+    func opener(reader: Identity?) -> StreamOpener {
+        let policy = policy
+        let keyStore = keyStore
+        return StreamOpener { (header) throws(ProtectionError) -> ProtectionKey? in
+            try policy.authorize(.read(reader: reader), to: header.owner)
+            guard let keyID = header.keyID else { return nil }
+            return try keyStore.key(withID: keyID, for: header.owner)
+        }
+    }
+}

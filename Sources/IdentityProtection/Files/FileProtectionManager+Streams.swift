@@ -1,0 +1,175 @@
+import IdentityRuntime
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Musl)
+import Musl
+#elseif canImport(Darwin)
+import Darwin
+#endif
+
+extension FileProtectionManager {
+    /// Protects the plaintext of the regular file at `sourcePath` into a protected-stream envelope
+    /// (docs/protection.md, "Stream format") at `destinationPath`, atomically (temporary file, `fsync`,
+    /// `rename`), 1 MiB at a time; `sourcePath` is left as it is.
+    ///
+    /// ```swift
+    /// try files.protect(fileAtPath: "/in/video.mp4", toPath: "/out/video.idps", identity: "alice@contoso.com")
+    /// ```
+    /// The envelope is owned by `identity`, and so is the file at `destinationPath` (a wipe of that owner
+    /// removes it). A source that is encrypted at rest is decrypted (authenticated) while it is read.
+    ///
+    /// Access, from the recorded owners of both files and the caller's `IdentityContext.effectiveFileIdentity`:
+    /// - reading the source is a read of its owner's data; when the envelope gets another owner, that data is
+    ///   transferred to it (``ProtectedDataAccess/transfer(to:)``);
+    /// - the envelope is data created for `identity`;
+    /// - a file already at `destinationPath` is replaced: a modification of its owner's data and, for another
+    ///   owner, a transfer of it (as ``writeFile(atPath:contents:)`` over it).
+    /// - Parameters:
+    ///   - identity: the envelope's owner; `nil` means the caller's effective file identity, and if that is
+    ///     `nil` too, `Identity.unmanaged`.
+    ///   - chunkSize: plaintext bytes per record, 1 byte ... 16 MiB; `nil` means ``chunkSize``.
+    /// - Throws: 105 no regular file at `sourcePath`, or something other than a regular file at
+    ///   `destinationPath`; 108 a refused read, modification or transfer; 109 an owner is blocked; 115 the
+    ///   policy is not loaded; 100 a chunk size out of range; 100...104 a damaged encrypted source; 103/107 key
+    ///   or crypto failures; 106 the OS refused. On any error the destination is untouched.
+    public func protect(
+        fileAtPath sourcePath: String, toPath destinationPath: String, identity: Identity? = nil,
+        chunkSize: Int? = nil
+    ) throws(ProtectionError) {
+        let source = Paths.absolute(sourcePath)
+        let destination = Paths.absolute(destinationPath)
+        let owner = identity ?? IdentityContext.effectiveFileIdentity ?? .unmanaged
+        let info = try regularFileInfo(source)
+        let fd = try POSIX.openFile(source, O_RDONLY)
+        defer { POSIX.closeFile(fd) }
+        let header = try EncryptedFileFormat.readHeader(fd, path: source)
+        let sourceOwner = try currentOwner(path: source, info: info, header: header)
+        let reader = IdentityContext.effectiveFileIdentity
+        try policy.authorize(.read(reader: reader), to: sourceOwner)
+        if let sourceOwner, sourceOwner != owner { try policy.authorize(.transfer(to: owner), to: sourceOwner) }
+        let replaced = try authorizeReplacing(destination, newOwner: owner)
+        try creating(for: owner) { () throws(ProtectionError) in
+            var sealer = try StreamEndpoints(keyStore: keyStore, policy: policy)
+                .sealer(owner: owner, chunkSize: chunkSize ?? self.chunkSize)
+            let plaintext: any PlaintextSource
+            if let header {
+                plaintext = DecryptingSource(try decryptor(fd: fd, path: source, header: header))
+            } else {
+                guard lseek(fd, 0, SEEK_SET) == 0 else { throw POSIX.failure(source, "lseek") }
+                plaintext = FileDescriptorSource(fd: fd, path: source)
+            }
+            var input = plaintext
+            try writeAtomically(destination, owner: owner, replacing: replaced) { (output) throws(ProtectionError) in
+                while true {
+                    let piece = try input.read(upTo: Self.streamPieceSize)
+                    try output.write(try withRawBytes(of: piece) { (raw) throws(ProtectionError) in try sealer.append(raw) })
+                    if piece.count < Self.streamPieceSize { break }
+                }
+                try output.write(try sealer.finish())
+            }
+        }
+    }
+
+    /// Writes the plaintext of the protected stream at `sourcePath` to `destinationPath`, atomically: the
+    /// destination appears only when every record authenticated. A file that is not a stream envelope is
+    /// copied unchanged.
+    ///
+    /// ```swift
+    /// try IdentityContext.withThreadIdentity("alice@contoso.com") {
+    ///     try files.unprotect(fileAtPath: "/out/video.idps", toPath: "/in/copy.mp4")
+    /// }
+    /// ```
+    /// The copy is owned by the envelope's owner (for a file that is not an envelope: the source's recorded
+    /// owner), so a wipe of that owner removes it too.
+    ///
+    /// Access, from the recorded owners and the caller's `IdentityContext.effectiveFileIdentity`: reading
+    /// the source is a read of its recorded owner's data and of the owner its envelope names; a file already at
+    /// `destinationPath` is replaced, which modifies its owner's data and, for another owner, transfers it. All
+    /// of it is decided before a byte is written.
+    /// - Throws: 105 no regular file at `sourcePath`, or something other than a regular file at
+    ///   `destinationPath`; 108 a refused read, modification or transfer; 109 an owner is blocked; 115 the
+    ///   policy is not loaded; 100 malformed, truncated or trailing bytes, or a file in another of the
+    ///   runtime's formats; 101 version; 102 tampered, reordered or dropped record; 103 key missing; 104 owner
+    ///   field; 106 the OS refused. The destination is untouched on any error.
+    public func unprotect(fileAtPath sourcePath: String, toPath destinationPath: String) throws(ProtectionError) {
+        let source = Paths.absolute(sourcePath)
+        let destination = Paths.absolute(destinationPath)
+        let info = try regularFileInfo(source)
+        let fd = try POSIX.openFile(source, O_RDONLY)
+        defer { POSIX.closeFile(fd) }
+        let reader = IdentityContext.effectiveFileIdentity
+        let recordedOwner = try currentOwner(path: source, info: info, header: try EncryptedFileFormat.readHeader(fd, path: source))
+        try policy.authorize(.read(reader: reader), to: recordedOwner)
+        let envelopeOwner = try streamOwner(fd: fd, path: source)
+        let owner = envelopeOwner ?? recordedOwner
+        let replaced = try authorizeReplacing(destination, newOwner: owner)
+        try creating(for: owner) { () throws(ProtectionError) in
+            var opener = StreamEndpoints(keyStore: keyStore, policy: policy).opener(reader: reader)
+            guard lseek(fd, 0, SEEK_SET) == 0 else { throw POSIX.failure(source, "lseek") }
+            var input = FileDescriptorSource(fd: fd, path: source)
+            try writeAtomically(destination, owner: owner, replacing: replaced) { (output) throws(ProtectionError) in
+                while true {
+                    let piece = try input.read(upTo: Self.streamPieceSize)
+                    try output.write(try withRawBytes(of: piece) { (raw) throws(ProtectionError) in try opener.append(raw) })
+                    if piece.count < Self.streamPieceSize { break }
+                }
+                try output.write(try opener.finish())
+            }
+        }
+    }
+
+    // MARK: Internals
+
+    /// Bytes read from a source file at a time.
+    static var streamPieceSize: Int { 1 << 20 }
+
+    /// The owner named by the stream envelope at the start of `fd`, or `nil` when the file is not one.
+    /// - Throws: 100 a truncated header or another of the runtime's formats; 101, 104 as the header says.
+    private func streamOwner(fd: Int32, path: String) throws(ProtectionError) -> Identity? {
+        guard lseek(fd, 0, SEEK_SET) == 0 else { throw POSIX.failure(path, "lseek") }
+        var prefix: [UInt8] = []
+        while true {
+            let piece = try POSIX.readUpTo(fd, upTo: 4096, path: path)
+            prefix += piece
+            let atEnd = piece.count < 4096
+            let parsed = try withRawBytes(of: prefix) { (raw) throws(ProtectionError) in
+                try StreamFormat.parseHeader(raw, atEnd: atEnd)
+            }
+            switch parsed {
+            case .notAStream: return nil
+            case let .header(header): return header.owner
+            case .needMore: if atEnd { return nil }
+            }
+        }
+    }
+
+    /// The checks before whatever is at `path` is replaced by data of `newOwner`; returns the `stat` of the
+    /// file there, `nil` when there is none (nothing to check).
+    /// - Throws: 105 something other than a regular file is there; the refusals of
+    ///   ``authorizeHandOver(of:to:)``.
+    func authorizeReplacing(_ path: String, newOwner: Identity?) throws(ProtectionError) -> stat? {
+        guard let existing = try destinationInfo(path) else { return nil }
+        guard POSIX.isRegular(existing) else { throw .fileNotFound(path: path) }
+        try authorizeHandOver(of: try currentOwner(path: path, info: existing, header: try encryptedHeader(path)), to: newOwner)
+        return existing
+    }
+
+    /// Writes `destination` atomically (temporary file with mode `0600`, `fsync`, `rename`), owned by `owner`:
+    /// `body` writes the content; on any error the destination is left as it was. The index forgets the file
+    /// it `replaced`.
+    private func writeAtomically(
+        _ destination: String, owner: Identity?, replacing replaced: stat?,
+        _ body: (AtomicFile) throws(ProtectionError) -> Void
+    ) throws(ProtectionError) {
+        var output = try AtomicFile(replacing: destination, mode: 0o600)
+        do throws(ProtectionError) {
+            try owners.setOwner(owner, fd: output.fd, path: output.temporaryPath)
+            try body(output)
+            try output.commit()
+        } catch {
+            output.discard()
+            throw error
+        }
+        if let replaced { try owners.forget([replaced]) }
+    }
+}
