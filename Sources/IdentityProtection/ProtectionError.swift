@@ -26,7 +26,7 @@ import Darwin
 /// | 111 | ``fileClosed(path:)`` | a ``ProtectedFile`` was used after ``ProtectedFile/close()`` |
 /// | 112 | ``invalidOffset(path:offset:)`` | an offset or size beyond what the file format can address |
 /// | 113 | ``keyStoreUnavailable(reason:)`` | a remote ``KeyStore`` (a fleet's database) could not answer in time and has no usable cached key: the operation was refused, nothing was created or returned |
-/// | 114 | ``insecureDirectory(path:reason:)`` | a key or protection state directory that other users could read or enter and that could not be made private (`0700`), or that belongs to another user |
+/// | 114 | ``insecureDirectory(path:reason:)`` | a key or protection state directory that other users could read or enter and that could not be made private (`0700`), that belongs to another user, or that lies below a directory another user could write to |
 /// | 115 | ``policyUnavailable(reason:)`` | the policy could not decide (its source has not loaded yet): the operation on owned data was refused, nothing was written or returned |
 ///
 /// A failed operation never returns plaintext that was not authenticated and never leaves a modified
@@ -70,7 +70,9 @@ public enum ProtectionError: Error, Equatable, Sendable, CustomStringConvertible
     case keyStoreUnavailable(reason: String)
     /// 114: a directory that must be private to this process's user (``FileKeyStore``'s key directory, a
     /// ``FileProtectionManager``'s state directory) belongs to another user, or others could read or enter it
-    /// and it could not be tightened to `0700`. Nothing was read from it or written to it.
+    /// and it could not be tightened to `0700`, or a directory above it could be written by another user (it
+    /// belongs to a user other than root or this one, or is group- or world-writable without the sticky bit),
+    /// who could replace it. Nothing was read from it or written to it.
     case insecureDirectory(path: String, reason: String)
     /// 115: the policy cannot decide yet (a policy source that has not loaded, so any account may be managed):
     /// deny by default. Nothing was written in the clear and nothing was read; retrying once the policies

@@ -93,4 +93,43 @@ struct PrivateDirectoryTests {
             #expect(error.code == 114)
         }
     }
+
+    @Test("a directory below one that others may write to (no sticky bit) is refused with 114, whatever its own mode",
+          arguments: [mode_t(0o777), 0o775, 0o757, 0o770])
+    func writableAncestor(mode: mode_t) throws {
+        let base = try scratch()
+        defer { try? FileManager.default.removeItem(atPath: base) }
+        try makeDirectory(base + "/shared", mode: mode)
+        try makeDirectory(base + "/shared/keys", mode: 0o700)
+        let error = protectionError { try FileKeyStore(directory: base + "/shared/keys") }
+        #expect(error?.code == 114)
+        // A directory created below it is refused as well (and so is a state directory).
+        #expect(protectionError { try FileKeyStore(directory: base + "/shared/new/keys") }?.code == 114)
+        let keys = try FileKeyStore(directory: base + "/own-keys")
+        #expect(protectionError {
+            try FileProtectionManager(roots: [base], keyStore: keys, policy: StaticManagedIdentityPolicy(), stateDirectory: base + "/shared/state")
+        }?.code == 114)
+        // Through a symbolic link the check follows the directory the link resolves to.
+        #expect(symlink(base + "/shared/keys", base + "/link") == 0)
+        #expect(protectionError { try FileKeyStore(directory: base + "/link") }?.code == 114)
+    }
+
+    @Test("a sticky, world-writable directory above (as /tmp) is accepted: others cannot rename what they do not own")
+    func stickyAncestor() throws {
+        let base = try scratch()
+        defer { try? FileManager.default.removeItem(atPath: base) }
+        try makeDirectory(base + "/tmp", mode: 0o1777)
+        _ = try FileKeyStore(directory: base + "/tmp/keys")
+        #expect(try permissions(base + "/tmp/keys") == 0o700)
+    }
+
+    @Test("a directory above that belongs to another user is refused with 114 (needs root to make one, as CI runs)")
+    func anotherUsersAncestor() throws {
+        let base = try scratch()
+        defer { try? FileManager.default.removeItem(atPath: base) }
+        try makeDirectory(base + "/theirs", mode: 0o755)
+        guard geteuid() == 0 else { return }
+        #expect(chown(base + "/theirs", 65_534, 65_534) == 0)
+        #expect(protectionError { try FileKeyStore(directory: base + "/theirs/keys") }?.code == 114)
+    }
 }

@@ -70,7 +70,8 @@ public final class FileProtectionManager: Sendable {
     ///
     /// A wipe that a crash cut short on the same state directory is finished before the initializer returns
     /// (see ``removeFiles(ownedBy:)``).
-    /// - Throws: 106 when the state directory cannot be created; 114 when it belongs to another user or cannot be
+    /// - Throws: 106 when the state directory cannot be created; 114 when it belongs to another user, lies below
+    ///   a directory another user could write to (as for ``FileKeyStore/init(directory:)``), or cannot be
     ///   tightened to `0700`; 100 for a chunk size out of range; the
     ///   failure of an interrupted wipe it could not finish.
     public init(

@@ -210,19 +210,46 @@ enum POSIX {
     ///
     /// An existing directory that others can read, write or enter (any of the mode bits `0077`), one the app
     /// made with its umask's `0755` say, is tightened to `0700`; one that belongs to another user, or whose
-    /// mode cannot be changed, is refused with ``ProtectionError/insecureDirectory(path:reason:)``.
+    /// mode cannot be changed, or one below a directory that another user could write (see
+    /// `checkAncestors(of:)`), is refused with ``ProtectionError/insecureDirectory(path:reason:)``.
     static func makePrivateDirectory(_ path: String) throws(ProtectionError) {
         try makeDirectories(path, mode: 0o700)
         guard let info = try statPath(path) else { throw failure(path, "stat", ENOENT) }
         guard info.st_uid == geteuid() else {
             throw .insecureDirectory(path: path, reason: "it belongs to user \(info.st_uid), not to this process's user \(geteuid())")
         }
+        try checkAncestors(of: path)
         let permissions = info.st_mode & 0o7777
         guard permissions & 0o077 != 0 else { return }
         guard chmod(path, 0o700) == 0 else {
             let code = errno
             throw .insecureDirectory(
                 path: path, reason: "mode \(String(permissions, radix: 8)) lets others in, and chmod 700 failed: \(ProtectionError.errnoName(code))")
+        }
+    }
+
+    /// Refuses (114) a private directory that another user could move away or replace: every directory above
+    /// it (after symbolic links are resolved) must belong to root or to this process's user, and must not be
+    /// writable by group or others unless its sticky bit is set (as on `/tmp`, where others cannot rename
+    /// what they do not own). The same rule as OpenSSH's for the files it trusts.
+    private static func checkAncestors(of path: String) throws(ProtectionError) {
+        guard let resolved = realpath(path, nil) else { throw failure(path, "realpath") }
+        var directory = String(cString: resolved)
+        free(resolved)
+        let user = geteuid()
+        while directory != "/" {
+            directory = Paths.parent(directory)
+            guard let info = try statPath(directory) else { throw failure(directory, "stat", ENOENT) }
+            if info.st_uid != 0 && info.st_uid != user {
+                throw .insecureDirectory(
+                    path: path, reason: "\(directory) above it belongs to user \(info.st_uid), who could replace it")
+            }
+            let sticky = info.st_mode & mode_t(S_ISVTX) != 0
+            if info.st_mode & 0o022 != 0 && !sticky {
+                throw .insecureDirectory(
+                    path: path,
+                    reason: "\(directory) above it has mode \(String(info.st_mode & 0o7777, radix: 8)): others could replace it")
+            }
         }
     }
 

@@ -64,8 +64,10 @@ public final class FileKeyStore: KeyStore {
     ///
     /// The directory is private to this process's user: an existing one that others can read or enter is
     /// tightened to `0700`.
-    /// - Throws: ``ProtectionError/insecureDirectory(path:reason:)`` (114) when it belongs to another user or
-    ///   cannot be tightened; 106 when it cannot be created.
+    /// - Throws: ``ProtectionError/insecureDirectory(path:reason:)`` (114) when it belongs to another user,
+    ///   cannot be tightened, or lies below a directory another user could write to (one that belongs to
+    ///   another user than root or this one, or that is group- or world-writable without the sticky bit);
+    ///   106 when it cannot be created.
     public init(directory: String) throws(ProtectionError) {
         let absolute = Paths.absolute(directory)
         try POSIX.makePrivateDirectory(absolute)
