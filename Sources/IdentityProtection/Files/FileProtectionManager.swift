@@ -223,7 +223,8 @@ public final class FileProtectionManager: Sendable {
     /// Every chunk is authenticated before the decrypted file replaces the original: on any error the
     /// original is untouched and no plaintext is left behind.
     ///
-    /// Access: a read of the owner's data and a modification of it (the file is rewritten).
+    /// Access: a read of the owner's data and a modification of it (the file is rewritten), asked for a file
+    /// in the clear as well (then nothing is rewritten).
     /// - Throws: 108 the caller may not read or modify the owner's data; 105 no regular file; 100 malformed or truncated; 101 version; 102 tampered, reordered or
     ///   dropped chunk; 103 the owner's key is gone; 104 bad owner field; 106 the OS refused.
     public func decryptFile(path: String) throws(ProtectionError) {
@@ -236,9 +237,14 @@ public final class FileProtectionManager: Sendable {
         let info = try regularFileInfo(path)
         let fd = try POSIX.openFile(path, O_RDONLY)
         defer { POSIX.closeFile(fd) }
-        guard let header = try EncryptedFileFormat.readHeader(fd, path: path) else { return }
-        // Decrypting in place rewrites the owner's file: a modification as well as a read.
-        if access == nil { try policy.authorize(.modify(writer: IdentityContext.effectiveFileIdentity), to: header.owner) }
+        let header = try EncryptedFileFormat.readHeader(fd, path: path)
+        // Decrypting in place rewrites the owner's file: a modification as well as a read. Asked for a file in
+        // the clear too, so the answer does not tell a caller who may not touch it whether it is encrypted.
+        if access == nil {
+            let owner = try currentOwner(path: path, info: info, header: header)
+            try policy.authorize(.modify(writer: IdentityContext.effectiveFileIdentity), to: owner)
+        }
+        guard let header else { return }
         var source = DecryptingSource(try decryptor(fd: fd, path: path, header: header, access: access))
         try writePlaintext(from: &source, to: path, mode: info.st_mode & 0o7777, owner: header.owner)
         try owners.forget([info])

@@ -1,0 +1,551 @@
+import Dispatch
+import Foundation
+import IdentityPolicy
+import IdentityProtection
+import IdentityRuntime
+import IdentityTesting
+
+extension World {
+    func keepGoing(_ done: Int, budget: Int?, deadline: UInt64) -> Bool {
+        if let budget { return done < budget }
+        return DispatchTime.now().uptimeNanoseconds < deadline
+    }
+
+    /// A worker on a raw thread: every operation synchronous.
+    func work(random: inout SplitMix64, budget: Int?, deadline: UInt64) {
+        var done = 0
+        while keepGoing(done, budget: budget, deadline: deadline) {
+            step(&random)
+            done += 1
+        }
+    }
+
+    /// A worker in a task: reads of envelopes happen in child tasks; streams are protected and read here.
+    func workInTasks(random: inout SplitMix64, budget: Int?, deadline: UInt64) async {
+        var done = 0
+        while keepGoing(done, budget: budget, deadline: deadline) {
+            switch Int.random(in: 0..<8, using: &random) {
+            case 0, 1:
+                operations.add(1, ordering: .relaxed)
+                if let item = pick(&random, [.envelope]) {
+                    let reader = anyone(&random)
+                    await IdentityContext.withThreadIdentity(reader) {
+                        await Task { self.read(item, by: reader, api: .unprotectInTask) }.value
+                    }
+                }
+            case 2:
+                operations.add(1, ordering: .relaxed)
+                await createStream(by: anyone(&random), &random)
+            case 3:
+                operations.add(1, ordering: .relaxed)
+                if let item = pick(&random, [.stream]) { await readStream(item, by: anyone(&random), &random) }
+            default:
+                step(&random)
+            }
+            done += 1
+        }
+    }
+
+    func step(_ random: inout SplitMix64) {
+        operations.add(1, ordering: .relaxed)
+        let roll = Int.random(in: 0..<200, using: &random)
+        switch roll {
+        case 0..<20: createEnvelope(by: anyone(&random), &random)
+        case 20..<40: createFile(by: anyone(&random), &random)
+        case 40..<106:
+            let reader = anyone(&random)
+            let apis: [IsolationStress.API] = [.unprotect, .readFile, .readFileThroughQueue, .decryptFileToCopy, .openProtectedFile]
+            let api = apis[Int.random(in: 0..<apis.count, using: &random)]
+            guard let item = pick(&random, api == .unprotect ? [.envelope] : [.file]) else { return }
+            if api == .readFileThroughQueue {
+                let group = DispatchGroup()
+                IdentityContext.withThreadIdentity(reader) {
+                    queue.async(group: group) { self.read(item, by: reader, api: api) }
+                }
+                group.wait()
+            } else {
+                IdentityContext.withThreadIdentity(reader) { read(item, by: reader, api: api) }
+            }
+        case 106..<122:
+            guard let item = pick(&random, [.file]) else { return }
+            modify(item, by: anyone(&random), &random)
+        case 122..<132:
+            let source = anyone(&random), target = anyone(&random)
+            let blocks = blocks.snapshot([source, target])
+            let answer = manager.isDataTransferAllowed(from: source, to: target)
+            let expected = model.isTransferAllowed(from: source, to: target, blocks)
+            let what = "isDataTransferAllowed(from: \(show(source)), to: \(show(target))) = \(answer), expected \(expected)"
+            if !self.blocks.isUnchanged(since: blocks) { return tally(.isDataTransferAllowed, .undecided, violation: nil) }
+            tally(.isDataTransferAllowed, answer ? .allowed : .refused, violation: answer != expected ? what : nil)
+        case 132..<144:
+            guard let item = pick(&random, [.file]), let target = anyone(&random) else { return }
+            reown(item, to: target)
+        case 144..<152:
+            guard let item = pick(&random, [.file]) else { return }
+            decryptInPlace(item, by: anyone(&random))
+        case 152..<162:
+            guard let source = pick(&random, [.file]), let target = pick(&random, [.file, .streamFile]), source !== target else { return }
+            copyOver(source, onto: target, by: anyone(&random))
+        case 162..<172:
+            guard let item = pick(&random, [.file]) else { return }
+            protectToStreamFile(item, by: anyone(&random), &random)
+        case 172..<182:
+            guard let item = pick(&random, [.streamFile]) else { return }
+            let over = Int.random(in: 0..<2, using: &random) == 0 ? pick(&random, [.file]) : nil
+            unprotectStreamFile(item, over: over, by: anyone(&random))
+        case 182..<188:
+            // Half the time data with no owner or `""`'s, which the unloaded manager must still serve.
+            let unowned = Int.random(in: 0..<2, using: &random) == 0
+            guard let item = unowned ? pick(&random, [.envelope, .file], ownedBy: { $0?.isUnmanaged ?? true })
+                : pick(&random, [.envelope, .file]) else { return }
+            readUnloaded(item, by: anyone(&random))
+        case 188..<191:
+            let writer = Int.random(in: 0..<2, using: &random) == 0 ? outsiders[Int.random(in: 0..<outsiders.count, using: &random)] : anyone(&random)
+            createUnloaded(by: writer, &random)
+        case 191..<198:
+            if Int.random(in: 0..<3, using: &random) == 0, let item = pickForHandle(&random) {
+                // Mostly the owner itself, else anyone: blocks of either then close the handle's access.
+                let opener = Int.random(in: 0..<2, using: &random) == 0 ? item.state.withLock { $0.owner } : anyone(&random)
+                holdHandle(item, by: opener)
+            } else {
+                useHeldHandle(&random)
+            }
+        default:
+            blocks.toggle(blockable[Int.random(in: 0..<blockable.count, using: &random)], in: manager)
+        }
+    }
+
+    // MARK: Creating
+
+    func createEnvelope(by writer: Identity?, _ random: inout SplitMix64) {
+        let plaintext = secret("envelope of \(show(writer))", &random)
+        let blocks = blocks.snapshot([writer])
+        let result = attempt { try IdentityContext.withThreadIdentity(writer) { try data.protect(plaintext) } }
+        let what = "protect as \(show(writer))"
+        guard case let .allowed(envelope?) = judge(.protect, what, refusals: model.create(for: writer ?? .unmanaged, blocks), blocks: blocks, result) else { return }
+        let owner = try? data.protectionInfo(envelope)?.owner
+        if owner != (writer ?? .unmanaged) { return tally(.protect, nil, violation: "\(what) gave owner \(show(owner))") }
+        add(Item(kind: .envelope, plaintext: plaintext, path: "", owner: owner, envelope: envelope))
+    }
+
+    func createFile(by writer: Identity?, _ random: inout SplitMix64) {
+        let path = fresh("file")
+        let plaintext = secret("file of \(show(writer))", &random)
+        let blocks = blocks.snapshot([writer])
+        let result = attempt {
+            try IdentityContext.withThreadIdentity(writer) { try files.writeFile(atPath: path, contents: plaintext) }
+            return nil
+        }
+        switch judge(.writeFile, "writeFile as \(show(writer))", refusals: model.create(for: writer, blocks), blocks: blocks, result) {
+        case .allowed:
+            checkAtRest(path, owner: writer, plaintext: plaintext, api: .writeFile)
+            add(Item(kind: .file, plaintext: plaintext, path: path, owner: writer, envelope: Data()))
+        case .refused, .violated:
+            if FileManager.default.fileExists(atPath: path) && result.isFailure {
+                tally(.writeFile, nil, violation: "a refused writeFile as \(show(writer)) left \(path) behind")
+            }
+        case .undecided:
+            try? FileManager.default.removeItem(atPath: path)
+        }
+    }
+
+    /// Protects a new stream as `writer`, in pieces of random sizes.
+    func createStream(by writer: Identity?, _ random: inout SplitMix64) async {
+        let plaintext = secret("stream of \(show(writer))", &random) + Data(repeating: 0x2E, count: Int(random.next() % 200))
+        let pieces = Self.split(Array(plaintext), &random)
+        let chunkSize = 1 + Int(random.next() % 64)
+        let blocks = blocks.snapshot([writer])
+        let result: Result<Data?, any Error>
+        do {
+            let sealed = try await IdentityContext.withThreadIdentity(writer) {
+                try await data.protect(Self.stream(pieces), chunkSize: chunkSize).collect()
+            }
+            result = .success(Data(sealed))
+        } catch {
+            result = .failure(error)
+        }
+        let refusals = model.create(for: writer ?? .unmanaged, blocks)
+        guard case let .allowed(sealed?) = judge(.protectStream, "protect of a stream as \(show(writer))", refusals: refusals, blocks: blocks, result) else { return }
+        add(Item(kind: .stream, plaintext: plaintext, path: "", owner: writer ?? .unmanaged, envelope: sealed))
+    }
+
+    // MARK: Reading
+
+    /// Unprotects a stream as `reader`, split at random (empty pieces first and in between), against the model.
+    func readStream(_ item: Item, by reader: Identity?, _ random: inout SplitMix64) async {
+        let (owner, envelope, plaintext) = item.state.withLock { ($0.owner, $0.envelope, $0.plaintext) }
+        let pieces = [[]] + Self.split(Array(envelope), &random)
+        let blocks = blocks.snapshot([owner, reader])
+        let result: Result<Data?, any Error>
+        do {
+            result = .success(Data(try await IdentityContext.withThreadIdentity(reader) { try await data.unprotect(Self.stream(pieces)).collect() }))
+        } catch {
+            result = .failure(error)
+        }
+        let what = "unprotectStream of \(show(owner))'s data by \(show(reader))"
+        let refusals = model.read(owner: owner, by: reader, blocks)
+        if case let .allowed(bytes) = judge(.unprotectStream, what, refusals: refusals, blocks: blocks, secret: plaintext.prefix(24), result), bytes != plaintext {
+            tally(.unprotectStream, nil, violation: "\(what) gave other bytes")
+        }
+    }
+
+    /// `bytes` cut into pieces of random sizes, empty ones included.
+    static func split(_ bytes: [UInt8], _ random: inout SplitMix64) -> [[UInt8]] {
+        var pieces: [[UInt8]] = []
+        var offset = 0
+        while offset < bytes.count {
+            let count = min(bytes.count - offset, Int(random.next() % 48))
+            pieces.append(Array(bytes[offset..<offset + count]))
+            offset += count
+        }
+        return pieces
+    }
+
+    static func stream(_ pieces: [[UInt8]]) -> AsyncStream<[UInt8]> {
+        AsyncStream { continuation in
+            for piece in pieces { continuation.yield(piece) }
+            continuation.finish()
+        }
+    }
+
+    /// One read of `item` by the current thread identity `reader`, checked against the model.
+    func read(_ item: Item, by reader: Identity?, api: IsolationStress.API) {
+        item.state.withLock { state in
+            guard !state.retired else { return }
+            let plaintext = state.plaintext
+            let blocks = blocks.snapshot([state.owner, reader])
+            let envelope = state.envelope
+            let result = attempt { () throws -> Data? in
+                switch api {
+                case .unprotect, .unprotectInTask:
+                    return try data.unprotect(envelope)
+                case .readFile, .readFileThroughQueue:
+                    return try files.readFile(atPath: item.path)
+                case .decryptFileToCopy:
+                    let copy = fresh("copy")
+                    defer { try? FileManager.default.removeItem(atPath: copy) }
+                    try files.decryptFile(path: item.path, toCopyPath: copy)
+                    return FileManager.default.contents(atPath: copy)
+                default:
+                    let file = try files.openProtectedFile(atPath: item.path, options: [.read])
+                    defer { try? file.close() }
+                    return Data(try file.readToEnd())
+                }
+            }
+            let what = "\(api.rawValue) of \(show(state.owner))'s data by \(show(reader))"
+            let refusals = model.read(owner: state.owner, by: reader, blocks)
+            if case let .allowed(bytes) = judge(api, what, refusals: refusals, blocks: blocks, secret: plaintext, result), bytes != plaintext {
+                tally(api, nil, violation: "\(what) gave other bytes")
+            }
+        }
+    }
+
+    /// Reads `item` through the managers whose policy source never loaded: 115 for any owned data.
+    func readUnloaded(_ item: Item, by reader: Identity?) {
+        item.state.withLock { state in
+            guard !state.retired, item.kind == .envelope || unloadedSeesOwners else { return }
+            let envelope = state.envelope
+            let result = attempt {
+                try IdentityContext.withThreadIdentity(reader) {
+                    item.kind == .envelope ? try unloadedData.unprotect(envelope) : try unloadedFiles.readFile(atPath: item.path)
+                }
+            }
+            let what = "a read of \(show(state.owner))'s data by \(show(reader)) before the policy loaded"
+            if case let .allowed(bytes) = judge(.readUnloaded, what, refusals: model.unloaded(owner: state.owner), blocks: nil, secret: state.plaintext, result),
+               bytes != state.plaintext {
+                tally(.readUnloaded, nil, violation: "\(what) gave other bytes")
+            }
+        }
+    }
+
+    /// Protects an envelope for `writer` through the manager whose policy source never loaded.
+    func createUnloaded(by writer: Identity?, _ random: inout SplitMix64) {
+        let plaintext = secret("unloaded envelope of \(show(writer))", &random)
+        let result = attempt { try IdentityContext.withThreadIdentity(writer) { try unloadedData.protect(plaintext) } }
+        _ = judge(.createUnloaded, "protect as \(show(writer)) before the policy loaded",
+                  refusals: model.unloaded(owner: writer ?? .unmanaged), blocks: nil, result)
+    }
+
+    /// A file item, preferably one owned by an account the program blocks and unblocks.
+    func pickForHandle(_ random: inout SplitMix64) -> Item? {
+        let blockable = Set(blockable)
+        return pick(&random, [.file], ownedBy: { $0.map(blockable.contains) ?? false }) ?? pick(&random, [.file])
+    }
+
+    /// Opens `item` for reading as `opener` and keeps the handle (at most 16; the oldest is closed).
+    func holdHandle(_ item: Item, by opener: Identity?) {
+        item.state.withLock { state in
+            guard !state.retired else { return }
+            let file: ProtectedFile
+            do {
+                file = try IdentityContext.withThreadIdentity(opener) { try files.openProtectedFile(atPath: item.path, options: [.read]) }
+            } catch {
+                return   // the open itself is judged by the openProtectedFile reads
+            }
+            let handle = HeldHandle(file: file, opener: opener, owner: state.owner, plaintext: state.plaintext)
+            let evicted = handles.withLock { handles -> HeldHandle? in
+                handles.append(handle)
+                return handles.count > 16 ? handles.removeFirst() : nil
+            }
+            try? evicted?.file.close()
+        }
+    }
+
+    /// Reads through a kept handle, from a random identity: judged by the access of its opener to its owner's
+    /// data under the blocks of now.
+    func useHeldHandle(_ random: inout SplitMix64) {
+        let caller = anyone(&random)
+        let picked = handles.withLock { handles in handles.isEmpty ? nil : handles[Int.random(in: 0..<handles.count, using: &random)] }
+        guard let handle = picked else { return }
+        let blocks = blocks.snapshot([handle.owner, handle.opener])
+        let result = attempt { try IdentityContext.withThreadIdentity(caller) { Data(try handle.file.read(at: 0, upToCount: 1 << 16)) } }
+        let refusals = model.read(owner: handle.owner, by: handle.opener, blocks)
+        if case let .failure(error as ProtectionError) = result {
+            // Closed by an eviction meanwhile; or, past the gate, chunks rewritten or cut under this reading
+            // handle by a writer on another handle (a typed error, never wrong bytes: docs/protection.md).
+            if error.code == 111 { return }
+            if [100, 102].contains(error.code) && refusals.isEmpty && self.blocks.isUnchanged(since: blocks) {
+                return tally(.heldHandle, .allowed, violation: nil)
+            }
+        }
+        let what = "a read through \(show(handle.opener))'s handle on \(show(handle.owner))'s file, from \(show(caller))"
+        _ = judge(.heldHandle, what, refusals: refusals, blocks: blocks, secret: handle.plaintext.prefix(24), result)
+    }
+
+    // MARK: Modifying
+
+    /// `caller` changes the file `item` one of three ways, checked against the model; a refused change must
+    /// leave the file's bytes as they were.
+    func modify(_ item: Item, by caller: Identity?, _ random: inout SplitMix64) {
+        let replacement = secret("change by \(show(caller))", &random)
+        let way = Int.random(in: 0..<3, using: &random)
+        let named: Identity? = [nil, caller, anyone(&random)][Int.random(in: 0..<3, using: &random)]
+        item.state.withLock { state in
+            guard !state.retired else { return }
+            let before = FileManager.default.contents(atPath: item.path)
+            // The owner of the result: the caller for writeFile, the named owner (else the caller) for a
+            // truncating open, the recorded owner for a writing handle that does not truncate.
+            let newOwner: Identity? = switch way {
+            case 0: caller
+            case 1: named ?? caller
+            default: state.owner
+            }
+            let blocks = blocks.snapshot([state.owner, caller, newOwner])
+            let refusals = way == 2
+                ? model.read(owner: state.owner, by: caller, blocks)
+                : model.modify(owner: state.owner, by: caller, newOwner: newOwner, blocks).union(model.create(for: newOwner, blocks))
+            let what = ["writeFile over", "openProtectedFile(.truncate, owner: \(show(named))) of", "openProtectedFile(.write) of"][way]
+                + " \(show(state.owner))'s file by \(show(caller))"
+            let result = attempt {
+                try IdentityContext.withThreadIdentity(caller) {
+                    switch way {
+                    case 0:
+                        try files.writeFile(atPath: item.path, contents: replacement)
+                    case 1:
+                        let file = try files.openProtectedFile(atPath: item.path, options: [.read, .write, .truncate], owner: named)
+                        try file.write(replacement)
+                        try file.close()
+                    default:
+                        let file = try files.openProtectedFile(atPath: item.path, options: [.read, .write])
+                        try file.write(replacement, at: 0)
+                        try file.truncate(to: UInt64(replacement.count))
+                        try file.close()
+                    }
+                }
+                return nil
+            }
+            switch judge(.modifyFile, what, refusals: refusals, blocks: blocks, result) {
+            case .allowed:
+                state.owner = newOwner
+                state.plaintext = replacement
+                verify(item, state: state, api: .modifyFile, what: what)
+                checkAtRest(item.path, owner: newOwner, plaintext: replacement, api: .modifyFile)
+            case .refused:
+                checkUnchanged(item.path, before: before, .modifyFile, what)
+            case .violated:
+                if result.isSuccess { foreignModifications.add(1, ordering: .relaxed) } else { checkUnchanged(item.path, before: before, .modifyFile, what) }
+                state.retired = true
+            case .undecided:
+                state.retired = true
+            }
+        }
+    }
+
+    /// Checks that the file of `item` is recorded as `state.owner`'s and holds `state.plaintext` (read as its owner).
+    func verify(_ item: Item, state: Item.State, api: IsolationStress.API, what: String) {
+        let owner = try? files.protectionInfo(path: item.path)?.owner
+        let reread = try? IdentityContext.withThreadIdentity(state.owner) { try files.readFile(atPath: item.path) }
+        if owner != state.owner || (reread != nil && reread != state.plaintext) {
+            tally(api, nil, violation: "\(what): the file is \(show(owner))'s, holding other bytes")
+        }
+    }
+
+    /// Gives the file `item` to `target`, as its owner, checked against the model.
+    func reown(_ item: Item, to target: Identity) {
+        item.state.withLock { state in
+            guard !state.retired else { return }
+            let before = FileManager.default.contents(atPath: item.path)
+            let blocks = blocks.snapshot([state.owner, target])
+            let refusals = model.modify(owner: state.owner, by: state.owner, newOwner: target, blocks).union(model.create(for: target, blocks))
+            let what = "re-owning \(show(state.owner))'s file to \(show(target))"
+            let owner = state.owner
+            let result = attempt {
+                try IdentityContext.withThreadIdentity(owner) { try files.protect(path: item.path, identity: target) }
+                return nil
+            }
+            switch judge(.reownFile, what, refusals: refusals, blocks: blocks, result) {
+            case .allowed:
+                state.owner = target
+                verify(item, state: state, api: .reownFile, what: what)
+            case .refused:
+                checkUnchanged(item.path, before: before, .reownFile, what)
+            case .violated, .undecided:
+                state.retired = true
+            }
+        }
+    }
+
+    /// `decryptFile(path:)` of `item` by `caller`: a modification of the owner's data (and a read).
+    func decryptInPlace(_ item: Item, by caller: Identity?) {
+        item.state.withLock { state in
+            guard !state.retired else { return }
+            let before = FileManager.default.contents(atPath: item.path)
+            let blocks = blocks.snapshot([state.owner, caller])
+            let what = "decryptFile(path:) of \(show(state.owner))'s file by \(show(caller))"
+            let result = attempt {
+                try IdentityContext.withThreadIdentity(caller) { try files.decryptFile(path: item.path) }
+                return nil
+            }
+            switch judge(.decryptInPlace, what, refusals: model.read(owner: state.owner, by: caller, blocks), blocks: blocks, result) {
+            case .allowed:
+                verify(item, state: state, api: .decryptInPlace, what: what)
+            case .refused:
+                checkUnchanged(item.path, before: before, .decryptInPlace, what)
+            case .violated, .undecided:
+                state.retired = true
+            }
+        }
+    }
+
+    /// `decryptFile(path: source, toCopyPath: target)` by `caller`: a read of the source's owner, and the
+    /// target file replaced by data of that owner (a modification of the target's owner, and a transfer).
+    func copyOver(_ source: Item, onto target: Item, by caller: Identity?) {
+        Item.withBoth(source, target) { sourceState, targetState in
+            guard !sourceState.retired, !targetState.retired else { return }
+            let before = FileManager.default.contents(atPath: target.path)
+            let blocks = blocks.snapshot([sourceState.owner, targetState.owner, caller])
+            let refusals = model.read(owner: sourceState.owner, by: caller, blocks)
+                .union(model.modify(owner: targetState.owner, by: caller, newOwner: sourceState.owner, blocks))
+            let what = "decryptFile(path: \(show(sourceState.owner))'s file, toCopyPath: \(show(targetState.owner))'s file) by \(show(caller))"
+            let result = attempt {
+                try IdentityContext.withThreadIdentity(caller) { try files.decryptFile(path: source.path, toCopyPath: target.path) }
+                return nil
+            }
+            switch judge(.copyOver, what, refusals: refusals, blocks: blocks, secret: sourceState.plaintext, result) {
+            case .allowed:
+                targetState.owner = sourceState.owner
+                targetState.plaintext = sourceState.plaintext
+                if target.kind == .streamFile { targetState.retired = true } else { verify(target, state: targetState, api: .copyOver, what: what) }
+            case .refused:
+                checkUnchanged(target.path, before: before, .copyOver, what)
+            case .violated:
+                if result.isSuccess { foreignModifications.add(1, ordering: .relaxed) }
+                targetState.retired = true
+            case .undecided:
+                targetState.retired = true
+            }
+        }
+    }
+
+    /// `protect(fileAtPath:toPath:identity:)` of `item` into a new stream file, by `caller`, for an owner of
+    /// its choice (none named, itself, anyone).
+    func protectToStreamFile(_ item: Item, by caller: Identity?, _ random: inout SplitMix64) {
+        let named: Identity? = [nil, caller, anyone(&random)][Int.random(in: 0..<3, using: &random)]
+        let destination = fresh("stream")
+        item.state.withLock { state in
+            guard !state.retired else { return }
+            let newOwner = named ?? caller ?? .unmanaged
+            let blocks = blocks.snapshot([state.owner, caller, newOwner])
+            let refusals = model.read(owner: state.owner, by: caller, blocks)
+                .union(state.owner == newOwner ? [] : model.transfer(owner: state.owner, to: newOwner, blocks))
+                .union(model.create(for: newOwner, blocks))
+            let what = "protect(fileAtPath: \(show(state.owner))'s file, identity: \(show(named))) by \(show(caller))"
+            let result = attempt {
+                try IdentityContext.withThreadIdentity(caller) { try files.protect(fileAtPath: item.path, toPath: destination, identity: named) }
+                return nil
+            }
+            switch judge(.protectFileToStream, what, refusals: refusals, blocks: blocks, result) {
+            case .allowed:
+                checkAtRest(destination, owner: newOwner, plaintext: state.plaintext, api: .protectFileToStream)
+                if (try? files.protectionInfo(path: destination)?.owner) != newOwner {
+                    tally(.protectFileToStream, nil, violation: "\(what): the stream file is not recorded as \(show(newOwner))'s")
+                }
+                add(Item(kind: .streamFile, plaintext: state.plaintext, path: destination, owner: newOwner, envelope: Data()))
+            case .refused, .violated:
+                if FileManager.default.fileExists(atPath: destination) && result.isFailure {
+                    tally(.protectFileToStream, nil, violation: "\(what) was refused but left \(destination) behind")
+                }
+            case .undecided:
+                try? FileManager.default.removeItem(atPath: destination)
+            }
+        }
+    }
+
+    /// `unprotect(fileAtPath:toPath:)` of the stream file `item` by `caller`, to a fresh path or over the file
+    /// `over` (a modification of its owner's data, which becomes the stream's owner's).
+    func unprotectStreamFile(_ item: Item, over target: Item?, by caller: Identity?) {
+        guard let target else {
+            return item.state.withLock { state in
+                guard !state.retired else { return }
+                let destination = fresh("opened")
+                defer { try? FileManager.default.removeItem(atPath: destination) }
+                let blocks = blocks.snapshot([state.owner, caller])
+                let refusals = model.read(owner: state.owner, by: caller, blocks).union(model.create(for: state.owner, blocks))
+                let what = "unprotect(fileAtPath: \(show(state.owner))'s stream file) by \(show(caller))"
+                let result = attempt {
+                    try IdentityContext.withThreadIdentity(caller) { try files.unprotect(fileAtPath: item.path, toPath: destination) }
+                    return FileManager.default.contents(atPath: destination)
+                }
+                if case let .allowed(bytes) = judge(.unprotectStreamFile, what, refusals: refusals, blocks: blocks, secret: state.plaintext, result),
+                   bytes != state.plaintext {
+                    tally(.unprotectStreamFile, nil, violation: "\(what) gave other bytes")
+                }
+            }
+        }
+        Item.withBoth(item, target) { sourceState, targetState in
+            guard !sourceState.retired, !targetState.retired else { return }
+            let before = FileManager.default.contents(atPath: target.path)
+            let blocks = blocks.snapshot([sourceState.owner, targetState.owner, caller])
+            let refusals = model.read(owner: sourceState.owner, by: caller, blocks)
+                .union(model.modify(owner: targetState.owner, by: caller, newOwner: sourceState.owner, blocks))
+                .union(model.create(for: sourceState.owner, blocks))
+            let what = "unprotect(fileAtPath: \(show(sourceState.owner))'s stream file, toPath: \(show(targetState.owner))'s file) by \(show(caller))"
+            let result = attempt {
+                try IdentityContext.withThreadIdentity(caller) { try files.unprotect(fileAtPath: item.path, toPath: target.path) }
+                return nil
+            }
+            switch judge(.unprotectStreamFile, what, refusals: refusals, blocks: blocks, secret: sourceState.plaintext, result) {
+            case .allowed:
+                targetState.owner = sourceState.owner
+                targetState.plaintext = sourceState.plaintext
+                verify(target, state: targetState, api: .unprotectStreamFile, what: what)
+            case .refused:
+                checkUnchanged(target.path, before: before, .unprotectStreamFile, what)
+            case .violated:
+                if result.isSuccess { foreignModifications.add(1, ordering: .relaxed) }
+                targetState.retired = true
+            case .undecided:
+                targetState.retired = true
+            }
+        }
+    }
+}
+
+extension Result {
+    var isSuccess: Bool {
+        if case .success = self { return true }
+        return false
+    }
+
+    var isFailure: Bool { !isSuccess }
+}
