@@ -83,7 +83,7 @@ struct StreamFileAccessTests {
         #expect(protectionError {
             try IdentityContext.withThreadIdentity(bob) { try f.files.unprotect(fileAtPath: sealed, toPath: f.path("bob.copy")) }
         }?.code == 108)
-        let removed = try f.files.removeFiles(ownedBy: alice).sorted()
+        let removed = try IdentityContext.withThreadIdentity(alice) { try f.files.removeFiles(ownedBy: alice) }.sorted()
         #expect(removed == [alices, opened, sealed].sorted())
         #expect(FileManager.default.fileExists(atPath: bobs))
     }
@@ -107,5 +107,19 @@ struct StreamFileAccessTests {
         #expect(protectionError {
             try IdentityContext.withThreadIdentity(alice) { try g.files.unprotect(fileAtPath: file, toPath: g.path("raw")) }
         }?.code == 100)
+    }
+
+    @Test("removeFiles(ownedBy:) is a modification of the account's data: nobody else deletes it", arguments: [bob, Identity.unmanaged, nil] as [Identity?])
+    func wipeIsGated(caller: Identity?) throws {
+        let error = protectionError { try IdentityContext.withThreadIdentity(caller) { try f.files.removeFiles(ownedBy: alice) } }
+        #expect(error?.code == 108)
+        #expect(protectionError {
+            try IdentityContext.withThreadIdentity(caller) { try f.files.removeFiles(ownedByAnyOf: [bob, alice]) }
+        }?.code == 108)
+        #expect(FileManager.default.fileExists(atPath: alices) && FileManager.default.fileExists(atPath: bobs))
+        // The keys survive a refused wipe: alice still reads her envelopes.
+        let envelope = try f.data.protect(Data("kept".utf8), identity: alice)
+        #expect(try IdentityContext.withThreadIdentity(alice) { try f.data.unprotect(envelope) } == Data("kept".utf8))
+        #expect(try IdentityContext.withThreadIdentity(alice) { try f.files.removeFiles(ownedBy: alice) } == [alices])
     }
 }

@@ -84,7 +84,8 @@ extension PolicyManager {
         var removed: [Identity: [String]] = [:]
         if let files, !runtimeWiped.isEmpty {
             do throws(ProtectionError) {
-                removed = try files.removeFiles(ownedByAnyOf: runtimeWiped)
+                // The policy's own wipe: the accounts are blocked, so the caller's access is not the question.
+                removed = try files.removeFilesAsPolicy(ownedByAnyOf: runtimeWiped)
             } catch {
                 failure = error
             }

@@ -27,9 +27,16 @@ extension FileProtectionManager {
     /// Crashes: the account is written to `wipes.journal` in the state directory before anything is deleted
     /// and removed from it at the end, so a wipe cut short by a crash is finished by the next
     /// ``FileProtectionManager`` made on the same state directory, before its initializer returns.
+    ///
+    /// Access: deleting an account's files and keys is a modification of its data, asked of the policy
+    /// (``ProtectedDataAccess/modify(writer:)``) for the caller's `IdentityContext.effectiveFileIdentity`
+    /// before anything is deleted: under isolation an account removes its own files, and code with no identity,
+    /// `""` or another tenant's account gets the policy's refusal. The administrative wipe of a managed account
+    /// is `PolicyManager.wipeData(forAccount:)`, which blocks the account first and then removes its files as
+    /// the policy that decided it.
     /// - Returns: the absolute paths deleted, sorted.
-    /// - Throws: 104 for the unmanaged identity (it is not an account); otherwise the first failure, after
-    ///   everything else was done.
+    /// - Throws: 104 for the unmanaged identity (it is not an account); the policy's refusal (108, 109, 115),
+    ///   with nothing deleted; otherwise the first failure, after everything else was done.
     @discardableResult
     public func removeFiles(ownedBy identity: Identity) throws(ProtectionError) -> [String] {
         guard !identity.isUnmanaged else {
@@ -40,9 +47,22 @@ extension FileProtectionManager {
 
     /// ``removeFiles(ownedBy:)`` for several accounts at once (one walk of the roots): a tenant's wipe.
     /// ``Identity/unmanaged`` is ignored.
+    ///
+    /// Access: as ``removeFiles(ownedBy:)``, for every account, before anything is deleted.
     /// - Returns: the absolute paths deleted, sorted, by owner (owners with none are absent).
     @discardableResult
     public func removeFiles(ownedByAnyOf accounts: Set<Identity>) throws(ProtectionError) -> [Identity: [String]] {
+        let caller = IdentityContext.effectiveFileIdentity
+        for account in accounts.sorted(by: { $0.foldedName < $1.foldedName }) {
+            try policy.authorize(.modify(writer: caller), to: account)
+        }
+        return try removeFilesAsPolicy(ownedByAnyOf: accounts)
+    }
+
+    /// The removal of ``removeFiles(ownedByAnyOf:)`` without asking the policy: for the policy's own wipe
+    /// (`PolicyManager`, which decided it and has blocked the accounts) and for finishing a wipe that a crash
+    /// interrupted (it was allowed when it started).
+    package func removeFilesAsPolicy(ownedByAnyOf accounts: Set<Identity>) throws(ProtectionError) -> [Identity: [String]] {
         let accounts = accounts.filter { !$0.isUnmanaged }
         guard !accounts.isEmpty else { return [:] }
         try journal.add(accounts)
@@ -168,7 +188,7 @@ extension FileProtectionManager {
     /// Finishes the removals a crash cut short (see ``removeFiles(ownedBy:)``).
     func finishInterruptedRemovals() throws(ProtectionError) {
         let pending = try journal.pending()
-        if !pending.isEmpty { try removeFiles(ownedByAnyOf: pending) }
+        if !pending.isEmpty { _ = try removeFilesAsPolicy(ownedByAnyOf: pending) }
     }
 
     private func walkRoots(
