@@ -91,6 +91,9 @@ extension FileProtectionManager {
     /// data by the caller's effective file identity; truncating it gives it to the new owner (a transfer, by a
     /// caller that may see it); creating one creates data for the new owner. A refused call leaves no file
     /// behind and empties none.
+    /// > Note: The `FileHandle` is a plain descriptor: the access check decides the open, and the handle then
+    /// > reads and writes as the operating system lets it, also after its owner is blocked. A
+    /// > ``ProtectedFile`` asks the policy again on every operation.
     /// - Throws: 110 the file must be encrypted; 105 missing (without ``FileOpenOptions/create``) or a
     ///   directory; 108 the caller may not see the owner's data; 109 an owner is blocked; 106 the OS refused.
     public func openFile(
