@@ -28,6 +28,7 @@ import Darwin
 /// | 113 | ``keyStoreUnavailable(reason:)`` | a remote ``KeyStore`` (a fleet's database) could not answer in time and has no usable cached key: the operation was refused, nothing was created or returned |
 /// | 114 | ``insecureDirectory(path:reason:)`` | a key or protection state directory that other users could read or enter and that could not be made private (`0700`), that belongs to another user, or that lies below a directory another user could write to |
 /// | 115 | ``policyUnavailable(reason:)`` | the policy could not decide (its source has not loaded yet): the operation on owned data was refused, nothing was written or returned |
+/// | 116 | ``reservedPath(path:)`` | a file API was given a path inside the manager's state directory or its key store's directory: the runtime's own files are not data, and are neither read nor written through its file APIs |
 ///
 /// A failed operation never returns plaintext that was not authenticated and never leaves a modified
 /// original behind.
@@ -78,6 +79,11 @@ public enum ProtectionError: Error, Equatable, Sendable, CustomStringConvertible
     /// deny by default. Nothing was written in the clear and nothing was read; retrying once the policies
     /// loaded succeeds.
     case policyUnavailable(reason: String)
+    /// 116: `path` (after symbolic links are resolved) lies in a ``FileProtectionManager``'s state directory or
+    /// in its ``FileKeyStore``'s directory. The owner index, the wipe journal and the key files are the
+    /// runtime's own: a path handed to a file API never reads or replaces them (a planted wipe journal would
+    /// otherwise delete an account's files at the next start). Nothing was read or written.
+    case reservedPath(path: String)
 
     /// The stable numeric code of the case.
     public var code: Int {
@@ -98,6 +104,7 @@ public enum ProtectionError: Error, Equatable, Sendable, CustomStringConvertible
         case .keyStoreUnavailable: return 113
         case .insecureDirectory: return 114
         case .policyUnavailable: return 115
+        case .reservedPath: return 116
         }
     }
 
@@ -135,6 +142,8 @@ public enum ProtectionError: Error, Equatable, Sendable, CustomStringConvertible
             return "ProtectionError 114: \(path) is not a private directory: \(reason)"
         case let .policyUnavailable(reason):
             return "ProtectionError 115: the policy is unavailable: \(reason)"
+        case let .reservedPath(path):
+            return "ProtectionError 116: \(path) is in the runtime's own state or key directory, not data"
         }
     }
 

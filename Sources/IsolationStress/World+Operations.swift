@@ -331,9 +331,12 @@ extension World {
             default: state.owner
             }
             let blocks = blocks.snapshot([state.owner, caller, newOwner])
+            // A truncating open also leaves the caller a handle on the new owner's file: it must be allowed to
+            // modify that owner's data.
             let refusals = way == 2
                 ? model.read(owner: state.owner, by: caller, blocks)
                 : model.modify(owner: state.owner, by: caller, newOwner: newOwner, blocks).union(model.create(for: newOwner, blocks))
+                    .union(way == 1 ? model.read(owner: newOwner, by: caller, blocks) : [])
             let what = ["writeFile over", "openProtectedFile(.truncate, owner: \(show(named))) of", "openProtectedFile(.write) of"][way]
                 + " \(show(state.owner))'s file by \(show(caller))"
             let result = attempt {

@@ -235,7 +235,7 @@ struct IsolationTests {
             try f.files.openProtectedFile(atPath: f.root + "/bob.bin", options: [.read, .write, .create])
         }
         defer { try? reader.close(); try? writer.close(); try? created.close() }
-        #expect(reader.access == .read(reader: alice) && writer.access == .modify(writer: alice) && created.access == .create)
+        #expect(reader.opener == alice && writer.opener == alice && created.opener == bob)
         #expect(try reader.read(at: 0, upToCount: 4) == Array("0123".utf8))
         f.manager.blockAccount(alice, reason: .clockedOut)
         // Whatever identity the handle is used from: the access is the opener's.

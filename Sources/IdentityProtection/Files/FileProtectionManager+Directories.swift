@@ -35,7 +35,7 @@ extension FileProtectionManager {
     public func protect(directory path: String, identity: Identity? = nil) throws(ProtectionError) {
         let owner = identity ?? IdentityContext.effectiveFileIdentity
         try policy.authorize(.create, to: owner)
-        let path = Paths.absolute(path)
+        let path = try target(path)
         guard let info = try POSIX.statPath(path), POSIX.isDirectory(info) else { throw .fileNotFound(path: path) }
         try authorizeHandOver(of: try owners.owner(path: path, info: info), to: owner)
         let fd = try POSIX.openFile(path, O_RDONLY | O_DIRECTORY)
@@ -46,7 +46,7 @@ extension FileProtectionManager {
     /// The owner given to the directory at `path` with ``protect(directory:identity:)``, or `nil`.
     /// - Throws: 105 no directory at `path`; 104 an unreadable recorded owner; 106 the OS refused.
     public func owner(ofDirectory path: String) throws(ProtectionError) -> Identity? {
-        let path = Paths.absolute(path)
+        let path = try target(path)
         guard let info = try POSIX.statPath(path), POSIX.isDirectory(info) else { throw .fileNotFound(path: path) }
         return try owners.owner(path: path, info: info)
     }
@@ -61,7 +61,8 @@ extension FileProtectionManager {
 
     /// The owner of the nearest enclosing directory that has one (see ``protect(directory:identity:)``).
     func inheritedOwner(forFileAt path: String) throws(ProtectionError) -> Identity? {
-        let root = roots.filter { Paths.isWithin(path, root: $0) }.max { $0.count < $1.count }
+        // `path` is resolved (``target(_:)``): compare it with the roots' real paths.
+        let root = roots.map { POSIX.realPath($0) ?? $0 }.filter { Paths.isWithin(path, root: $0) }.max { $0.count < $1.count }
         var directory = Paths.parent(path)
         while true {
             if let info = try POSIX.statPath(directory), POSIX.isDirectory(info),

@@ -20,7 +20,7 @@ extension FileProtectionManager {
     ///   108 the file belongs to another account that may not be handed to the caller (replacing it is a
     ///   transfer, see ``protect(path:identity:)``); 109 an owner is blocked.
     public func writeFile(atPath path: String, contents: Data) throws(ProtectionError) {
-        let path = Paths.absolute(path)
+        let path = try target(path)
         let owner = try ownerForNewFile(at: path, explicit: nil)
         try creating(for: owner) { () throws(ProtectionError) in try write(contents, to: path, owner: owner) }
     }
@@ -57,7 +57,7 @@ extension FileProtectionManager {
     /// otherwise.
     /// - Throws: 105 no regular file; 100...104 a damaged or unreadable encrypted file; 106 the OS refused.
     public func readFile(atPath path: String) throws(ProtectionError) -> Data {
-        let path = Paths.absolute(path)
+        let path = try target(path)
         let info = try regularFileInfo(path)
         let fd = try POSIX.openFile(path, O_RDONLY)
         defer { POSIX.closeFile(fd) }
@@ -89,8 +89,9 @@ extension FileProtectionManager {
     /// - Parameter permissions: mode bits of a newly created file (before the process umask).
     /// The access check comes before the file is touched: opening an existing file is a read of its owner's
     /// data by the caller's effective file identity; truncating it gives it to the new owner (a transfer, by a
-    /// caller that may see it); creating one creates data for the new owner. A refused call leaves no file
-    /// behind and empties none.
+    /// caller that may see it); creating one creates data for the new owner, and a handle on the new owner's
+    /// file needs the caller to be allowed to read (for writing: modify) that owner's data. A refused call
+    /// leaves no file behind and empties none.
     /// > Note: The `FileHandle` is a plain descriptor: the access check decides the open, and the handle then
     /// > reads and writes as the operating system lets it, also after its owner is blocked. A
     /// > ``ProtectedFile`` asks the policy again on every operation.
@@ -99,7 +100,7 @@ extension FileProtectionManager {
     public func openFile(
         atPath path: String, options: FileOpenOptions, permissions: UInt16 = 0o644
     ) throws(ProtectionError) -> FileHandle {
-        let path = Paths.absolute(path)
+        let path = try target(path)
         var flags: Int32
         let writes = options.writes
         switch (options.contains(.read), writes) {
@@ -126,6 +127,12 @@ extension FileProtectionManager {
         let newOwnerNeedsEncryption = newOwner.map(requiresEncryption) ?? false
         if options.contains(.truncate) && newOwnerNeedsEncryption { throw .encryptionRequired(path: path) }
         let assignsOwner = existing == nil || options.contains(.truncate)
+        if assignsOwner {
+            // The handle reads (or writes) what the new owner puts into the file later: the caller must be
+            // allowed that, as for an existing file of that owner.
+            let caller = IdentityContext.effectiveFileIdentity
+            try policy.authorize(writes ? .modify(writer: caller) : .read(reader: caller), to: newOwner)
+        }
         return try creating(for: assignsOwner ? newOwner : nil) { () throws(ProtectionError) -> FileHandle in
             try open(path, flags: flags, options: options, permissions: permissions, newOwner: newOwner,
                      newOwnerNeedsEncryption: newOwnerNeedsEncryption)

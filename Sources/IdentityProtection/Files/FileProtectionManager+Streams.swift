@@ -36,8 +36,8 @@ extension FileProtectionManager {
         fileAtPath sourcePath: String, toPath destinationPath: String, identity: Identity? = nil,
         chunkSize: Int? = nil
     ) throws(ProtectionError) {
-        let source = Paths.absolute(sourcePath)
-        let destination = Paths.absolute(destinationPath)
+        let source = try target(sourcePath)
+        let destination = try target(destinationPath)
         let owner = identity ?? IdentityContext.effectiveFileIdentity ?? .unmanaged
         let info = try regularFileInfo(source)
         let fd = try POSIX.openFile(source, O_RDONLY)
@@ -79,21 +79,23 @@ extension FileProtectionManager {
     ///     try files.unprotect(fileAtPath: "/out/video.idps", toPath: "/in/copy.mp4")
     /// }
     /// ```
-    /// The copy is owned by the envelope's owner (for a file that is not an envelope: the source's recorded
-    /// owner), so a wipe of that owner removes it too.
+    /// The copy is owned by the source file's recorded owner (for a source with none, the owner its envelope
+    /// names), so a wipe of that owner removes it too: never by whatever owner a header names, which a clear
+    /// envelope does not authenticate.
     ///
     /// Access, from the recorded owners and the caller's `IdentityContext.effectiveFileIdentity`: reading
-    /// the source is a read of its recorded owner's data and of the owner its envelope names; a file already at
-    /// `destinationPath` is replaced, which modifies its owner's data and, for another owner, transfers it. All
-    /// of it is decided before a byte is written.
+    /// the source is a read of its recorded owner's data and of the owner its envelope names; plaintext of an
+    /// envelope owner other than the source's recorded owner is transferred to the recorded owner; a file
+    /// already at `destinationPath` is replaced, which modifies its owner's data and, for another owner,
+    /// transfers it. All of it is decided before a byte is written.
     /// - Throws: 105 no regular file at `sourcePath`, or something other than a regular file at
     ///   `destinationPath`; 108 a refused read, modification or transfer; 109 an owner is blocked; 115 the
     ///   policy is not loaded; 100 malformed, truncated or trailing bytes, or a file in another of the
     ///   runtime's formats; 101 version; 102 tampered, reordered or dropped record; 103 key missing; 104 owner
     ///   field; 106 the OS refused. The destination is untouched on any error.
     public func unprotect(fileAtPath sourcePath: String, toPath destinationPath: String) throws(ProtectionError) {
-        let source = Paths.absolute(sourcePath)
-        let destination = Paths.absolute(destinationPath)
+        let source = try target(sourcePath)
+        let destination = try target(destinationPath)
         let info = try regularFileInfo(source)
         let fd = try POSIX.openFile(source, O_RDONLY)
         defer { POSIX.closeFile(fd) }
@@ -101,7 +103,11 @@ extension FileProtectionManager {
         let recordedOwner = try currentOwner(path: source, info: info, header: try EncryptedFileFormat.readHeader(fd, path: source))
         try policy.authorize(.read(reader: reader), to: recordedOwner)
         let envelopeOwner = try streamOwner(fd: fd, path: source)
-        let owner = envelopeOwner ?? recordedOwner
+        // The copy is the source file's: its recorded owner decides, never the owner a header names (a clear
+        // envelope's header is not authenticated). Plaintext of another owner's envelope becomes the
+        // recorded owner's: a transfer.
+        let owner = recordedOwner ?? envelopeOwner
+        if let envelopeOwner, envelopeOwner != owner { try policy.authorize(.transfer(to: owner), to: envelopeOwner) }
         let replaced = try authorizeReplacing(destination, newOwner: owner)
         try creating(for: owner) { () throws(ProtectionError) in
             var opener = StreamEndpoints(keyStore: keyStore, policy: policy).opener(reader: reader)

@@ -49,7 +49,8 @@ public final class FileProtectionManager: Sendable {
     public let keyStore: any KeyStore
     /// Which identities are managed and need encryption at rest.
     public let policy: any ManagedIdentityPolicy
-    /// Where the owner index lives.
+    /// Where the owner index and the wipe journal live: its real path (symbolic links resolved when the
+    /// manager was made).
     public let stateDirectory: String
     /// Plaintext bytes per encrypted chunk of files this manager writes (files it reads carry their own).
     public let chunkSize: Int
@@ -81,8 +82,7 @@ public final class FileProtectionManager: Sendable {
         guard (EncryptedFileFormat.minimumChunkSize...EncryptedFileFormat.maximumChunkSize).contains(chunkSize) else {
             throw .invalidEnvelope(reason: "chunk size \(chunkSize) outside 1...\(EncryptedFileFormat.maximumChunkSize)")
         }
-        let state = Paths.absolute(stateDirectory)
-        try POSIX.makePrivateDirectory(state)
+        let state = try POSIX.makePrivateDirectory(Paths.absolute(stateDirectory))
         self.keyStore = keyStore
         self.policy = policy
         self.stateDirectory = state
@@ -120,23 +120,44 @@ public final class FileProtectionManager: Sendable {
     /// Giving a file of one account to another is a transfer between them: the caller (its effective file
     /// identity) must be allowed to see the current owner's data, and the policy must allow
     /// ``ProtectedDataAccess/transfer(to:)`` of it to the new owner.
+    ///
+    /// A file's owner never changes in place: a file given to another owner is written anew (atomically, as
+    /// the encryption does), so a ``ProtectedFile`` still open on it keeps the previous owner's content and
+    /// never sees what the new owner writes.
     /// - Throws: 105 no regular file at `path`, 104 the unmanaged identity cannot own an encrypted file,
     ///   100...103 a damaged encrypted file, 106 the OS refused, 108 the transfer is not allowed, 109 an
     ///   owner is blocked.
     public func protect(path: String, identity: Identity? = nil) throws(ProtectionError) {
         let owner = identity ?? IdentityContext.effectiveFileIdentity
-        let path = Paths.absolute(path)
+        let path = try target(path)
         let info = try regularFileInfo(path)
         let current = try encryptedHeader(path)
-        try authorizeHandOver(of: try currentOwner(path: path, info: info, header: current), to: owner)
+        let previous = try currentOwner(path: path, info: info, header: current)
+        try authorizeHandOver(of: previous, to: owner)
         try creating(for: owner) { () throws(ProtectionError) in
             if let owner, requiresEncryption(owner) {
                 if current?.owner == owner { return try owners.setOwner(owner, path: path) }
                 return try encrypt(path: path, info: info, for: owner)
             }
-            if current != nil { try decrypt(path: path, access: .transfer(to: owner)) }
-            try owners.setOwner(owner, path: path)
+            guard current != nil || previous != owner else { return }
+            try rewriteInClear(path: path, info: info, for: owner)
         }
+    }
+
+    /// Writes the plaintext of the file at `path` anew, in the clear, owned by `owner` (decrypting it, as a
+    /// transfer to `owner`, when it is encrypted), and forgets the replaced file's index entry.
+    private func rewriteInClear(path: String, info: stat, for owner: Identity?) throws(ProtectionError) {
+        let fd = try POSIX.openFile(path, O_RDONLY)
+        defer { POSIX.closeFile(fd) }
+        if let header = try EncryptedFileFormat.readHeader(fd, path: path) {
+            var source = DecryptingSource(try decryptor(fd: fd, path: path, header: header, access: .transfer(to: owner)))
+            try writePlaintext(from: &source, to: path, mode: info.st_mode & 0o7777, owner: owner)
+        } else {
+            guard lseek(fd, 0, SEEK_SET) == 0 else { throw POSIX.failure(path, "lseek") }
+            var source = FileDescriptorSource(fd: fd, path: path)
+            try writePlaintext(from: &source, to: path, mode: info.st_mode & 0o7777, owner: owner)
+        }
+        try owners.forget([info])
     }
 
     /// The owner and encryption of the regular file at `path`, or `nil` when it has no owner.
@@ -145,7 +166,7 @@ public final class FileProtectionManager: Sendable {
     /// - Throws: 105 no regular file at `path` (missing, a directory, a path under a regular file); 100, 101
     ///   or 104 for a damaged encrypted-file header; 106 the OS refused.
     public func protectionInfo(path: String) throws(ProtectionError) -> ProtectionInfo? {
-        let path = Paths.absolute(path)
+        let path = try target(path)
         let info = try regularFileInfo(path)
         if let header = try encryptedHeader(path) { return header.info }
         guard let owner = try owners.owner(path: path, info: info) else { return nil }
@@ -155,7 +176,7 @@ public final class FileProtectionManager: Sendable {
     /// Whether the regular file at `path` is in the encrypted-file format (it starts with the magic).
     /// - Throws: 105 no regular file at `path`; 106 it cannot be read.
     public func isFileEncrypted(path: String) throws(ProtectionError) -> Bool {
-        let path = Paths.absolute(path)
+        let path = try target(path)
         _ = try regularFileInfo(path)
         let fd = try POSIX.openFile(path, O_RDONLY)
         defer { POSIX.closeFile(fd) }
@@ -182,7 +203,7 @@ public final class FileProtectionManager: Sendable {
         guard isManaged(owner) else {
             throw .invalidIdentity(reason: "\(owner.debugDescription) is not a managed identity; only managed identities have keys")
         }
-        let path = Paths.absolute(path)
+        let path = try target(path)
         let info = try regularFileInfo(path)
         try authorizeHandOver(of: try currentOwner(path: path, info: info, header: try encryptedHeader(path)), to: owner)
         try creating(for: owner) { () throws(ProtectionError) in try encrypt(path: path, info: info, for: owner) }
@@ -233,7 +254,7 @@ public final class FileProtectionManager: Sendable {
 
     /// ``decryptFile(path:)``, asking the policy for `access` (`nil`: a read by the effective file identity).
     private func decrypt(path: String, access: ProtectedDataAccess?) throws(ProtectionError) {
-        let path = Paths.absolute(path)
+        let path = try target(path)
         let info = try regularFileInfo(path)
         let fd = try POSIX.openFile(path, O_RDONLY)
         defer { POSIX.closeFile(fd) }
@@ -259,8 +280,8 @@ public final class FileProtectionManager: Sendable {
     /// - Throws: as ``decryptFile(path:)``; 108 when the file at `copyPath` may not be replaced by the caller;
     ///   106 when `copyPath` cannot be written.
     public func decryptFile(path: String, toCopyPath copyPath: String) throws(ProtectionError) {
-        let path = Paths.absolute(path)
-        let copyPath = Paths.absolute(copyPath)
+        let path = try target(path)
+        let copyPath = try target(copyPath)
         let info = try regularFileInfo(path)
         let existing = try destinationInfo(copyPath)
         if let existing, !POSIX.isRegular(existing) {
@@ -286,6 +307,35 @@ public final class FileProtectionManager: Sendable {
     }
 
     // MARK: Internals
+
+    /// The file a path given to a file API names: absolute, with symbolic links resolved, so that the access
+    /// checks, the owner records and the write are all about the same file (a link is never replaced
+    /// itself: writing through it writes the file it points to). A path that does not exist yet resolves
+    /// through its directory.
+    /// - Throws: 116 the path lies in the state directory or the key store's directory; 105 a link that
+    ///   points nowhere.
+    func target(_ path: String) throws(ProtectionError) -> String {
+        let absolute = Paths.absolute(path)
+        let resolved: String
+        if let real = POSIX.realPath(absolute) {
+            resolved = real
+        } else if (try? POSIX.lstatPath(absolute)) != nil {
+            throw .fileNotFound(path: absolute)   // a dangling symbolic link
+        } else if let parent = POSIX.realPath(Paths.parent(absolute)) {
+            resolved = Paths.join(parent, Paths.lastComponent(absolute))
+        } else {
+            resolved = absolute   // no such directory: the operation itself fails (105 or 106)
+        }
+        for reserved in reservedDirectories where Paths.isWithin(resolved, root: reserved) {
+            throw .reservedPath(path: absolute)
+        }
+        return resolved
+    }
+
+    /// The runtime's own directories, never read or written through the file APIs.
+    var reservedDirectories: [String] {
+        [stateDirectory] + ((keyStore as? FileKeyStore).map { [$0.directory] } ?? [])
+    }
 
     func isManaged(_ identity: Identity) -> Bool {
         !identity.isUnmanaged && policy.isManaged(identity)

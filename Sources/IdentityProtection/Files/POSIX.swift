@@ -212,30 +212,40 @@ enum POSIX {
     /// made with its umask's `0755` say, is tightened to `0700`; one that belongs to another user, or whose
     /// mode cannot be changed, or one below a directory that another user could write (see
     /// `checkAncestors(of:)`), is refused with ``ProtectionError/insecureDirectory(path:reason:)``.
-    static func makePrivateDirectory(_ path: String) throws(ProtectionError) {
+    ///
+    /// - Returns: the directory's real path (symbolic links resolved), the one the caller must use from then
+    ///   on: a link on the way to it could be swapped later, the checked directories cannot.
+    static func makePrivateDirectory(_ path: String) throws(ProtectionError) -> String {
         try makeDirectories(path, mode: 0o700)
-        guard let info = try statPath(path) else { throw failure(path, "stat", ENOENT) }
+        guard let resolved = realPath(path) else { throw failure(path, "realpath") }
+        guard let info = try statPath(resolved) else { throw failure(resolved, "stat", ENOENT) }
         guard info.st_uid == geteuid() else {
             throw .insecureDirectory(path: path, reason: "it belongs to user \(info.st_uid), not to this process's user \(geteuid())")
         }
-        try checkAncestors(of: path)
+        try checkAncestors(of: resolved, requested: path)
         let permissions = info.st_mode & 0o7777
-        guard permissions & 0o077 != 0 else { return }
+        guard permissions & 0o077 != 0 else { return resolved }
         guard chmod(path, 0o700) == 0 else {
             let code = errno
             throw .insecureDirectory(
                 path: path, reason: "mode \(String(permissions, radix: 8)) lets others in, and chmod 700 failed: \(ProtectionError.errnoName(code))")
         }
+        return resolved
+    }
+
+    /// The real path of `path` (every symbolic link resolved), or `nil` when it does not resolve.
+    static func realPath(_ path: String) -> String? {
+        guard let resolved = realpath(path, nil) else { return nil }
+        defer { free(resolved) }
+        return String(cString: resolved)
     }
 
     /// Refuses (114) a private directory that another user could move away or replace: every directory above
     /// it (after symbolic links are resolved) must belong to root or to this process's user, and must not be
     /// writable by group or others unless its sticky bit is set (as on `/tmp`, where others cannot rename
     /// what they do not own). The same rule as OpenSSH's for the files it trusts.
-    private static func checkAncestors(of path: String) throws(ProtectionError) {
-        guard let resolved = realpath(path, nil) else { throw failure(path, "realpath") }
-        var directory = String(cString: resolved)
-        free(resolved)
+    private static func checkAncestors(of resolved: String, requested path: String) throws(ProtectionError) {
+        var directory = resolved
         let user = geteuid()
         while directory != "/" {
             directory = Paths.parent(directory)

@@ -37,10 +37,17 @@ import Darwin
 /// the owner's data, or may not modify it for a handle that writes (``ManagedIdentityPolicy/refusal(of:to:)``),
 /// before any byte is read.
 ///
-/// The handle stays under the gate after it is opened: every read, write and truncation asks the policy again
-/// for the access granted at the open (``access``, for the identity that opened it), so a handle stops
-/// working (the policy's refusal, e.g. 109 or 115) as soon as its owner or its opener is blocked, or the
-/// policy changes so that the access is no longer allowed; it works again when the refusal clears.
+/// Creating or truncating a file for another owner than the caller is refused, too, unless the caller may
+/// read that owner's data (for a handle that writes: modify it): the handle would read what the owner writes
+/// into the file later.
+///
+/// The handle stays under the gate after it is opened: every read asks the policy for a read of the owner's
+/// data by the identity that opened the handle (``opener``), every write and truncation for a modification,
+/// whichever thread or task uses the handle. So a handle stops working (the policy's refusal: 109 a blocked
+/// owner, 108 a blocked opener, 115) as soon as its owner or its opener is blocked, or the policy changes so
+/// that the access is no longer allowed; it works again when the refusal clears. A file's owner never changes
+/// under an open handle: ``FileProtectionManager/protect(path:identity:)`` writes a file it gives to another
+/// owner anew.
 ///
 /// ## Format and integrity
 /// Content is stored in chunks of ``FileProtectionManager/chunkSize`` bytes, each sealed with AES-256-GCM
@@ -75,11 +82,10 @@ public final class ProtectedFile: Sendable {
     public let isReadable: Bool
     /// Whether every write goes to the end of the file (``FileOpenOptions/append``).
     public let appends: Bool
-    /// What the open was allowed to do with the owner's data, for the effective file identity of the code
-    /// that opened it: ``ProtectedDataAccess/create`` for a handle that created or truncated the file, else
-    /// ``ProtectedDataAccess/modify(writer:)`` for one that writes and ``ProtectedDataAccess/read(reader:)``
-    /// for one that only reads. Asked again before every read, write and truncation.
-    public let access: ProtectedDataAccess
+    /// The effective file identity of the code that opened the handle: every read asks the policy for
+    /// ``ProtectedDataAccess/read(reader:)`` by it, every write and truncation for
+    /// ``ProtectedDataAccess/modify(writer:)``, to ``owner``'s data.
+    public let opener: Identity?
 
     private let policy: any ManagedIdentityPolicy
 
@@ -96,7 +102,7 @@ public final class ProtectedFile: Sendable {
         atPath path: String, options: FileOpenOptions = [.read, .write], owner: Identity? = nil,
         permissions: UInt16 = 0o600, manager: FileProtectionManager
     ) throws(ProtectionError) {
-        let opened = try ProtectedFile.open(manager: manager, path: Paths.absolute(path), options: options, owner: owner, permissions: permissions)
+        let opened = try ProtectedFile.open(manager: manager, path: try manager.target(path), options: options, owner: owner, permissions: permissions)
         self.init(opened, policy: manager.policy, options: options)
     }
 
@@ -104,7 +110,7 @@ public final class ProtectedFile: Sendable {
         let store = opened.store
         self.path = opened.path
         self.owner = opened.owner
-        self.access = opened.access
+        self.opener = opened.opener
         self.policy = policy
         self.isEncrypted = store != nil
         self.isWritable = options.writes
@@ -264,15 +270,16 @@ public final class ProtectedFile: Sendable {
 
     // MARK: Internals
 
-    /// The policy's answer, now, to the access the open was granted.
-    private func authorizeAgain() throws(ProtectionError) {
-        try policy.authorize(access, to: owner)
+    /// The policy's answer, now, to a read (or for `writing`, a modification) of the owner's data by the
+    /// opener.
+    private func authorizeAgain(writing: Bool) throws(ProtectionError) {
+        try policy.authorize(writing ? .modify(writer: opener) : .read(reader: opener), to: owner)
     }
 
     private func read(_ state: inout State, at offset: UInt64, count: Int) throws(ProtectionError) -> [UInt8] {
         guard let fd = state.fd else { throw .fileClosed(path: path) }
         guard isReadable else { throw .ioFailure(path: path, operation: "read (not opened for reading)", errno: EBADF) }
-        try authorizeAgain()
+        try authorizeAgain(writing: false)
         guard count > 0 else { return [] }
         if state.store != nil {
             var output: [UInt8] = []
@@ -302,7 +309,7 @@ public final class ProtectedFile: Sendable {
     private func writableFD(_ state: State) throws(ProtectionError) -> Int32 {
         guard let fd = state.fd else { throw .fileClosed(path: path) }
         guard isWritable else { throw .ioFailure(path: path, operation: "write (not opened for writing)", errno: EBADF) }
-        try authorizeAgain()
+        try authorizeAgain(writing: true)
         return fd
     }
 
@@ -311,7 +318,7 @@ public final class ProtectedFile: Sendable {
         let owner: Identity?
         let fd: Int32
         let store: EncryptedChunkStore?
-        let access: ProtectedDataAccess
+        let opener: Identity?
     }
 
     private static func open(
@@ -336,6 +343,11 @@ public final class ProtectedFile: Sendable {
             throw .fileNotFound(path: path)
         }
         let assignsOwner = existing == nil || options.contains(.truncate)
+        if assignsOwner {
+            // A handle on a file of another owner reads (or writes) that owner's data from then on.
+            let caller = IdentityContext.effectiveFileIdentity
+            try manager.policy.authorize(writes ? .modify(writer: caller) : .read(reader: caller), to: newOwner)
+        }
         return try manager.creating(for: assignsOwner ? newOwner : nil) { () throws(ProtectionError) -> Opened in
             try openChecked(manager: manager, path: path, flags: flags, options: options, newOwner: newOwner, permissions: permissions, writes: writes)
         }
@@ -367,12 +379,12 @@ public final class ProtectedFile: Sendable {
                 if !created { try POSIX.truncateFD(fd, to: 0, path: path) }
                 try manager.owners.setOwner(newOwner, fd: fd, path: path)
                 guard let newOwner, manager.requiresEncryption(newOwner) else {
-                    return Opened(path: path, owner: newOwner, fd: fd, store: nil, access: .create)
+                    return Opened(path: path, owner: newOwner, fd: fd, store: nil, opener: IdentityContext.effectiveFileIdentity)
                 }
                 let key = try manager.keyStore.currentKey(for: newOwner)
                 let header = try EncryptedFileFormat.newHeader(owner: newOwner, key: key, chunkSize: manager.chunkSize)
                 let store = try EncryptedChunkStore(creating: fd, path: path, header: header, key: key)
-                return Opened(path: path, owner: newOwner, fd: fd, store: store, access: .create)
+                return Opened(path: path, owner: newOwner, fd: fd, store: store, opener: IdentityContext.effectiveFileIdentity)
             }
             let caller = IdentityContext.effectiveFileIdentity
             // A writing handle modifies the owner's data; a reading one hands out its plaintext.
@@ -388,7 +400,7 @@ public final class ProtectedFile: Sendable {
                 }
                 let key = try manager.keyStore.key(withID: header.keyID, for: header.owner)
                 let store = try EncryptedChunkStore(opening: fd, path: path, header: header, key: key, writable: writes)
-                return Opened(path: path, owner: header.owner, fd: fd, store: store, access: access)
+                return Opened(path: path, owner: header.owner, fd: fd, store: store, opener: caller)
             }
             let owner = try manager.owners.owner(path: path, info: info)
             try manager.policy.authorize(access, to: owner)
@@ -399,7 +411,7 @@ public final class ProtectedFile: Sendable {
                 try manager.encryptFile(path: path, for: owner)
                 return try open(manager: manager, path: path, options: options.subtracting([.create, .truncate, .exclusive]), owner: nil, permissions: permissions)
             }
-            return Opened(path: path, owner: owner, fd: fd, store: nil, access: access)
+            return Opened(path: path, owner: owner, fd: fd, store: nil, opener: caller)
         } catch {
             if !closed { POSIX.closeFile(fd) }
             if created { _ = unlink(path) }

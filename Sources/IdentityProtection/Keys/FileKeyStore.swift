@@ -22,7 +22,7 @@ import Darwin
 /// Keys are cached in memory after first use. Use one instance per directory in a process; another process
 /// that rotates keys in the same directory is seen when a key id is not in the cache.
 public final class FileKeyStore: KeyStore {
-    /// The directory holding the key files.
+    /// The directory holding the key files: its real path (symbolic links resolved when the store was made).
     public let directory: String
 
     private let cache = LockedValue(Cache())
@@ -70,8 +70,7 @@ public final class FileKeyStore: KeyStore {
     ///   106 when it cannot be created.
     public init(directory: String) throws(ProtectionError) {
         let absolute = Paths.absolute(directory)
-        try POSIX.makePrivateDirectory(absolute)
-        self.directory = absolute
+        self.directory = try POSIX.makePrivateDirectory(absolute)
     }
 
     public func currentKey(for identity: Identity) throws(ProtectionError) -> ProtectionKey {
