@@ -16,11 +16,27 @@ public struct PropagationCheck: Sendable, CustomStringConvertible {
     public let expected: @Sendable (_ submitter: Identity?) -> Identity?
     /// Whether the row needs the main queue (the main actor) to be serviced. Where it is not (a process
     /// that never runs its main loop), the row is skipped instead of waiting forever.
-    public var requiresMainQueue = false
+    public let requiresMainQueue: Bool
     /// Submits the work under `submitter` and returns every identity the work observed.
     public let observe: @Sendable (_ submitter: Identity?) async -> [Identity?]
 
     public var description: String { mechanism }
+
+    /// A row: `observe` submits work through the mechanism under the submitter's identity and returns what
+    /// the work observed; `expected` says what it must observe. Integration packages build their own tables
+    /// of rows with it.
+    public init(
+        mechanism: String, captured: String,
+        expected: @escaping @Sendable (_ submitter: Identity?) -> Identity?,
+        requiresMainQueue: Bool = false,
+        observe: @escaping @Sendable (_ submitter: Identity?) async -> [Identity?]
+    ) {
+        self.mechanism = mechanism
+        self.captured = captured
+        self.expected = expected
+        self.requiresMainQueue = requiresMainQueue
+        self.observe = observe
+    }
 
     /// Runs the check for one submitter identity.
     public func run(submitter: Identity?) async -> PropagationOutcome {
