@@ -3,7 +3,11 @@
 ///
 /// Invariant while the channel is open: the senders waiting are exactly the owners of the last
 /// `buffer.count - capacity` buffered elements, oldest first, so taking one element frees the oldest of them.
-struct ChannelStateMachine<Message: Sendable>: Sendable {
+///
+/// Not generic: elements travel as ``ChannelMessageBox`` references, so this code is compiled once,
+/// specialized, whatever the element type (no generic metadata or value witnesses per element).
+struct ChannelStateMachine: Sendable {
+    typealias Message = ChannelMessageBox
     typealias SenderContinuation = UnsafeContinuation<Bool, Never>
     typealias ConsumerContinuation = UnsafeContinuation<Message?, Never>
 

@@ -60,7 +60,7 @@ public final class IdentityChannel<Element: Sendable>: AsyncSequence, Sendable {
     public let bufferSize: Int
     /// Whether consumers must handle each element under its sender's identity.
     public let handling: Handling
-    private let state: LockedValue<ChannelStateMachine<IdentityMessage<Element>>>
+    @usableFromInline let storage: ChannelStorage
 
     /// A channel holding up to `bufferSize` elements before senders wait (`0`: rendezvous;
     /// `Int.max`: unbounded).
@@ -68,14 +68,16 @@ public final class IdentityChannel<Element: Sendable>: AsyncSequence, Sendable {
         precondition(bufferSize >= 0, "bufferSize must not be negative")
         self.bufferSize = bufferSize
         self.handling = handling
-        state = LockedValue(ChannelStateMachine(capacity: bufferSize))
+        storage = ChannelStorage(bufferSize: bufferSize, checksHandling: handling == .senderIdentity)
     }
 
-    /// Wraps `element` with the identity `flow` gives it, captured now.
-    private func message(_ element: Element, flow: IdentityFlow, file: StaticString, line: UInt) -> IdentityMessage<Element> {
-        let site: SubmitSite? = handling == .senderIdentity && DiagnosticsScope.current.strict
-            ? SubmitSite(fileID: file, line: line) : nil
-        return IdentityMessage(value: element, snapshot: IdentitySnapshot.capture(flow: flow), checkedSite: site)
+    /// Wraps `element` with the identity `flow` gives it, captured now. Inlinable, like every generic entry
+    /// point of the channel, so it is specialized for the element type where it is called.
+    @inlinable
+    func box(_ element: Element, flow: IdentityFlow, file: StaticString, line: UInt) -> ChannelElementBox<Element> {
+        ChannelElementBox(
+            value: element, snapshot: IdentitySnapshot.capture(flow: flow),
+            checkedSite: storage.checkedSite(file: file, line: line))
     }
 
     // MARK: Sending
@@ -85,39 +87,12 @@ public final class IdentityChannel<Element: Sendable>: AsyncSequence, Sendable {
     ///
     /// - Returns: `true` when the element was accepted (handed to a consumer or buffered); `false` when the
     ///   channel was finished or this task was cancelled while waiting (the element is then withdrawn).
+    @inlinable
     @discardableResult
     public func send(
         _ element: Element, flow: IdentityFlow = .inherit, file: StaticString = #fileID, line: UInt = #line
     ) async -> Bool {
-        let message = message(element, flow: flow, file: file, line: line)
-        switch state.withLock({ $0.trySend(message) }) {
-        case .dropped: return false
-        case .buffered: return true
-        case let .deliver(consumer, message):
-            consumer.resume(returning: message)
-            return true
-        case .mustWait:
-            break
-        }
-        let id = state.withLock { $0.makeID() }
-        return await withTaskCancellationHandler {
-            await withUnsafeContinuation { (continuation: UnsafeContinuation<Bool, Never>) in
-                let action = state.withLock {
-                    $0.send(message, id: id, cancelled: Task.isCancelled, continuation: continuation)
-                }
-                switch action {
-                case let .resume(sender, accepted):
-                    sender.resume(returning: accepted)
-                case let .deliver(sender, consumer, message):
-                    consumer.resume(returning: message)
-                    sender.resume(returning: true)
-                case .wait:
-                    break
-                }
-            }
-        } onCancel: {
-            state.withLock { $0.cancelSender(id: id) }?.resume(returning: false)
-        }
+        await storage.send(box(element, flow: flow, file: file, line: line))
     }
 
     /// Sends `element` with the caller's identity (as changed by `flow`) without waiting: for synchronous
@@ -125,62 +100,35 @@ public final class IdentityChannel<Element: Sendable>: AsyncSequence, Sendable {
     ///
     /// - Returns: `true` when a consumer took it or the buffer had room; `false` when the buffer was full or
     ///   the channel finished (the element is dropped).
+    @inlinable
     @discardableResult
     public func trySend(
         _ element: Element, flow: IdentityFlow = .inherit, file: StaticString = #fileID, line: UInt = #line
     ) -> Bool {
-        switch state.withLock({ $0.trySend(message(element, flow: flow, file: file, line: line)) }) {
-        case .dropped, .mustWait: return false
-        case .buffered: return true
-        case let .deliver(consumer, message):
-            consumer.resume(returning: message)
-            return true
-        }
+        storage.trySend(box(element, flow: flow, file: file, line: line))
     }
 
     /// Accepts no more elements. Elements already accepted are still delivered; senders waiting for room
     /// return `true`; consumers get the end of the sequence once the buffer is empty. Calling it again does
     /// nothing.
     public func finish() {
-        let action = state.withLock { $0.finish() }
-        for consumer in action.consumers { consumer.resume(returning: nil) }
-        for sender in action.senders { sender.resume(returning: true) }
+        storage.finish()
     }
 
     // MARK: Consuming
 
     /// Takes the next element, waiting for one; `nil` once the channel is finished and empty, or when the
     /// calling task is cancelled while it waits.
+    @inlinable
     func next() async -> IdentityMessage<Element>? {
-        switch state.withLock({ $0.next() }) {
-        case let .produce(message, sender):
-            sender?.resume(returning: true)
-            return message
-        case .wait:
-            break
-        }
-        let id = state.withLock { $0.makeID() }
-        return await withTaskCancellationHandler {
-            await withUnsafeContinuation { (continuation: UnsafeContinuation<IdentityMessage<Element>?, Never>) in
-                let action = state.withLock {
-                    $0.next(id: id, cancelled: Task.isCancelled, continuation: continuation)
-                }
-                switch action {
-                case let .resume(consumer, message, sender):
-                    sender?.resume(returning: true)
-                    consumer.resume(returning: message)
-                case .wait:
-                    break
-                }
-            }
-        } onCancel: {
-            state.withLock { $0.cancelConsumer(id: id) }?.resume(returning: nil)
-        }
+        guard let message = await storage.next() else { return nil }
+        return IdentityMessage(box: unsafeDowncast(message, to: ChannelElementBox<Element>.self))
     }
 
     /// Consumes the channel until it ends, running `body` with each element under its **sender's**
     /// identity (see ``IdentityMessage/run(isolation:_:)``). Returns when the channel is finished and empty
     /// or the calling task is cancelled; an error thrown by `body` ends the loop and is rethrown.
+    @inlinable
     public func forEach(
         isolation: isolated (any Actor)? = #isolation,
         _ body: (Element) async throws -> Void
@@ -192,23 +140,31 @@ public final class IdentityChannel<Element: Sendable>: AsyncSequence, Sendable {
 
     /// How many elements are buffered now (a snapshot, for tests and metrics).
     public var bufferedCount: Int {
-        state.withLock { $0.bufferedCount }
+        storage.bufferedCount
     }
 
     // MARK: AsyncSequence
 
+    @inlinable
     public func makeAsyncIterator() -> Iterator {
         Iterator(channel: self)
     }
 
     /// Iterates the channel's messages; each is handed to one consumer.
     public struct Iterator: AsyncIteratorProtocol {
-        let channel: IdentityChannel<Element>
+        @usableFromInline let channel: IdentityChannel<Element>
 
+        @inlinable
+        init(channel: IdentityChannel<Element>) {
+            self.channel = channel
+        }
+
+        @inlinable
         public mutating func next() async -> IdentityMessage<Element>? {
             await channel.next()
         }
 
+        @inlinable
         public mutating func next(isolation actor: isolated (any Actor)?) async -> IdentityMessage<Element>? {
             await channel.next()
         }

@@ -18,51 +18,49 @@
 /// > under another identity than the sender's is reported as
 /// > ``RuntimeIssue/channelElementMisattributed(site:expected:observed:)``.
 public struct IdentityMessage<Value: Sendable>: Sendable {
-    /// The sender's identity, captured at the send.
-    public let snapshot: IdentitySnapshot
-    private let storedValue: Value
-    /// The send site, when strict mode was on at the send and the channel requires the sender's identity.
-    private let checkedSite: SubmitSite?
+    @usableFromInline let box: ChannelElementBox<Value>
 
-    init(value: Value, snapshot: IdentitySnapshot, checkedSite: SubmitSite?) {
-        self.storedValue = value
-        self.snapshot = snapshot
-        self.checkedSite = checkedSite
+    @inlinable
+    init(box: ChannelElementBox<Value>) {
+        self.box = box
     }
 
+    /// The sender's identity, captured at the send.
+    @inlinable
+    public var snapshot: IdentitySnapshot { box.snapshot }
+
     /// The sender's thread identity, captured at the send.
-    public var identity: Identity? { snapshot.identity }
+    @inlinable
+    public var identity: Identity? { box.snapshot.identity }
 
     /// The element, read under the current identity.
     ///
     /// Strict mode reports a read under another identity than the sender's when the channel requires the
     /// sender's identity; inside ``run(_:)-(Value)->R`` it always matches.
+    @inlinable
     public var value: Value {
-        if let checkedSite {
-            let observed = IdentityContext.currentThreadIdentity
-            if observed != snapshot.identity {
-                RuntimeIssues.report(
-                    .channelElementMisattributed(site: checkedSite, expected: snapshot.identity, observed: observed))
-            }
-        }
-        return storedValue
+        box.checkRead()
+        return box.value
     }
 
     /// The element, without strict mode's check: for code that forwards it without acting on it (logging a
     /// count, measuring a queue).
-    public var unattributedValue: Value { storedValue }
+    @inlinable
+    public var unattributedValue: Value { box.value }
 
     /// Runs `body` with the element, synchronously, under the sender's identity.
+    @inlinable
     public func run<R>(_ body: (Value) throws -> R) rethrows -> R {
-        try snapshot.run { try body(storedValue) }
+        try box.snapshot.run { try body(box.value) }
     }
 
     /// Runs `body` with the element under the sender's identity, across suspension points; child tasks and
     /// `Task {}` created inside inherit it.
+    @inlinable
     public func run<R>(
         isolation: isolated (any Actor)? = #isolation,
         _ body: (Value) async throws -> R
     ) async rethrows -> R {
-        try await snapshot.run(isolation: isolation) { try await body(storedValue) }
+        try await box.snapshot.run(isolation: isolation) { try await body(box.value) }
     }
 }
