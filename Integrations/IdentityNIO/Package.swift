@@ -20,6 +20,16 @@ let package = Package(
             ],
             swiftSettings: [.enableUpcomingFeature("ExistentialAny")]
         ),
+        .executableTarget(
+            name: "identity-nio-bench",
+            dependencies: [
+                "IdentityNIO",
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
+                .product(name: "IdentityRuntime", package: "swift-identity-runtime"),
+            ],
+            swiftSettings: [.enableUpcomingFeature("ExistentialAny")]
+        ),
         .testTarget(
             name: "IdentityNIOTests",
             dependencies: [

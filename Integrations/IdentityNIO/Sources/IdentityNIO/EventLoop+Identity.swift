@@ -27,9 +27,14 @@ import NIOCore
 /// ```
 extension EventLoop {
     /// Runs `task` on the loop under the identity `flow` gives it, captured now.
-    public func execute(flow: IdentityFlow, _ task: @escaping @Sendable () -> Void) {
-        let snapshot = IdentitySnapshot.capture(flow: flow)
-        execute { snapshot.run(task) }
+    ///
+    /// One allocation per call beyond NIO's own (``IdentityRuntime/IdentitySnapshot/makeUnit(file:line:_:)``).
+    /// While strict mode is on, the task is checked like the runtime's own units and reports carry this
+    /// call's `file` and `line`.
+    public func execute(
+        flow: IdentityFlow, file: StaticString = #fileID, line: UInt = #line, _ task: @escaping @Sendable () -> Void
+    ) {
+        execute(IdentitySnapshot.capture(flow: flow).makeUnit(file: file, line: line, task))
     }
 
     /// Runs `task` on the loop under the identity `flow` gives it, captured now; the future gets its result.

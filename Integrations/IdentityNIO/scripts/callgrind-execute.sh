@@ -1,0 +1,41 @@
+#!/usr/bin/env bash
+# Instructions per operation of IdentityNIO's `flow:` overloads against NIO's own calls, counted with
+# valgrind's callgrind (repeatable on a loaded machine, unlike wall clock): for `execute` and for a future's
+# `whenSuccess`, runs `identity-nio-bench --what W --side S --count N` and `--count 0` and prints
+# (total(N) - total(0)) / N.
+#
+#   scripts/callgrind-execute.sh            # from Integrations/IdentityNIO; builds the release bench first
+#
+# Environment: IDENTITY_CALLGRIND_COUNT (operations per run, default 20000), SCRATCH (the build folder,
+# default ../../.build-integrations-release).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+command -v valgrind >/dev/null || { echo "valgrind is required (apt-get install valgrind)" >&2; exit 1; }
+count="${IDENTITY_CALLGRIND_COUNT:-20000}"
+scratch="${SCRATCH:-$PWD/../../.build-integrations-release}"
+swift build -c release --scratch-path "$scratch" --product identity-nio-bench >&2
+export SWIFT_DETERMINISTIC_HASHING=1
+work="$(mktemp -d)"
+trap 'rm -rf "$work"' EXIT
+# valgrind 3.19 gives up on the debug information of SwiftNIO's C modules: count a copy without it.
+bench="$work/identity-nio-bench"
+strip --strip-debug -o "$bench" "$(swift build -c release --scratch-path "$scratch" --show-bin-path)/identity-nio-bench"
+
+instructions() {
+    valgrind --tool=callgrind --callgrind-out-file="$work/out" -q "$bench" --what "$1" --side "$2" --count "$3" \
+        >/dev/null 2>"$work/err" || { cat "$work/err" >&2; return 1; }
+    awk '/^(summary|totals):/ { print $2; exit }' "$work/out"
+}
+
+printf '| operation | raw | ours | ours/raw |\n|---|---:|---:|---:|\n'
+for what in execute future; do
+    declare -A per=()
+    for side in raw ours; do
+        base=$(instructions "$what" "$side" 0)
+        full=$(instructions "$what" "$side" "$count")
+        per[$side]=$(( (full - base) / count ))
+    done
+    printf '| %s | %d | %d | %s |\n' "$what" "${per[raw]}" "${per[ours]}" \
+        "$(awk -v a="${per[ours]}" -v b="${per[raw]}" 'BEGIN { printf "%.2fx", a / (b > 0 ? b : 1) }')"
+    unset per
+done
