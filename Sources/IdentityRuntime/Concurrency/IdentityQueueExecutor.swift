@@ -25,8 +25,8 @@ import Dispatch
 /// }
 /// ```
 ///
-/// > Warning: As a `SerialExecutor` the queue must be serial (`IdentityDispatchQueue(label:)` without
-/// > `.concurrent`); as a `TaskExecutor` alone it may be concurrent.
+/// > Warning: The queue must be serial (`IdentityDispatchQueue(label:)` without `.concurrent`): every job,
+/// > an actor's or a preferred task's, runs isolated to this executor.
 public final class IdentityQueueExecutor: SerialExecutor, TaskExecutor, Sendable {
     /// The queue the jobs run on.
     public let queue: IdentityDispatchQueue
