@@ -17,6 +17,8 @@
 #   .build-integrations         every package under Integrations/ and Examples/TenantService, debug: SwiftNIO,
 #                               Hummingbird, postgres-nio and their peers compile once
 #   .build-integrations-tsan    the same packages under ThreadSanitizer (full lane)
+#   .build-integrations-release Integrations/IdentityNIO's release bench, identity-nio-bench (the NIO callgrind
+#                               gate, full lane)
 #   Fuzz/.build-fuzz, Checks/SwiftCrypto/.build, Benchmarks/.build   their own packages (full lane)
 # Environment: IDENTITY_STRESS_SEED (the stress runs' seed; default random, printed), IDENTITY_FUZZ_SECONDS
 # (per fuzz target, default 30), IDENTITY_LOAD_REQUESTS (default 20000).
@@ -28,6 +30,7 @@ debug_flags=(-Xswiftc -warnings-as-errors)
 tsan_build="$PWD/.build-tsan"
 integrations_build="$PWD/.build-integrations"
 integrations_tsan_build="$PWD/.build-integrations-tsan"
+integrations_release_build="$PWD/.build-integrations-release"
 stress_seed="${IDENTITY_STRESS_SEED:-$RANDOM}"
 
 # Installs Debian packages the lane needs when a command is missing: ci_need COMMAND PACKAGE...
@@ -132,6 +135,14 @@ step_callgrind() {
     ci_need valgrind valgrind
     IDENTITY_HARNESS="$(release_harness)" IDENTITY_CALLGRIND_PAIRS="$1" \
         scripts/callgrind-pairs.sh --check .ci/instruction-limits
+}
+
+# IdentityNIO's execute(flow:) and whenSuccess(flow:) against NIO's own calls, in instructions per operation
+# (the script builds the release bench in the shared release folder of the integration packages).
+step_nio_callgrind() {
+    ci_need valgrind valgrind
+    SCRATCH="$integrations_release_build" \
+        Integrations/IdentityNIO/scripts/callgrind-execute.sh --check .ci/nio-instruction-limits
 }
 
 step_pyjwt() {
@@ -243,6 +254,7 @@ full_lane() {
     ci_step "fuzzing: each libFuzzer target for ${IDENTITY_FUZZ_SECONDS:-30} s" step_fuzz
     ci_step "Checks/SwiftCrypto: the CryptoKit branch on apple/swift-crypto" step_swift_crypto
     ci_step "callgrind gate: the other pairs (operations, tasks, switches, protect, assertions)" step_callgrind rest
+    ci_step "callgrind gate: IdentityNIO execute(flow:) and whenSuccess(flow:), release" step_nio_callgrind
     ci_step "Integrations/IdentityLogging under ThreadSanitizer" step_package_test_tsan Integrations/IdentityLogging
     ci_step "Integrations/IdentityTracing under ThreadSanitizer" step_package_test_tsan Integrations/IdentityTracing
     ci_step "Integrations/IdentityHummingbird under ThreadSanitizer" step_package_test_tsan Integrations/IdentityHummingbird

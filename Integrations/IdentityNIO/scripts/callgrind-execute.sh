@@ -4,11 +4,26 @@
 # `whenSuccess`, runs `identity-nio-bench --what W --side S --count N` and `--count 0` and prints
 # (total(N) - total(0)) / N.
 #
-#   scripts/callgrind-execute.sh            # from Integrations/IdentityNIO; builds the release bench first
+#   scripts/callgrind-execute.sh                  # from Integrations/IdentityNIO; builds the release bench first
+#   scripts/callgrind-execute.sh --check FILE     # also fail when `ours` exceeds its limit in FILE
+#   scripts/callgrind-execute.sh --write FILE     # write measured `ours` + 3% + 20 as the limits
+#
+# The limits are kept in git at .ci/nio-instruction-limits (FILE is relative to where the script is called
+# from); the full lane checks them (.ci/lib.sh, step_nio_callgrind). The counts repeat within a few
+# instructions from run to run (one loop thread, every operation submitted from the loop itself).
 #
 # Environment: IDENTITY_CALLGRIND_COUNT (operations per run, default 20000), SCRATCH (the build folder,
 # default ../../.build-integrations-release).
 set -euo pipefail
+mode="print"
+limits=""
+case "${1:-}" in
+    --check|--write)
+        [ -n "${2:-}" ] || { echo "usage: $0 [--check FILE | --write FILE]" >&2; exit 64; }
+        mode="${1#--}"; limits="$(cd "$(dirname "$2")" && pwd)/$(basename "$2")" ;;
+    "") ;;
+    *) echo "usage: $0 [--check FILE | --write FILE]" >&2; exit 64 ;;
+esac
 cd "$(dirname "$0")/.."
 command -v valgrind >/dev/null || { echo "valgrind is required (apt-get install valgrind)" >&2; exit 1; }
 count="${IDENTITY_CALLGRIND_COUNT:-20000}"
@@ -27,6 +42,8 @@ instructions() {
     awk '/^(summary|totals):/ { print $2; exit }' "$work/out"
 }
 
+failures=0
+[ "$mode" = "write" ] && : > "$work/limits"
 printf '| operation | raw | ours | ours/raw |\n|---|---:|---:|---:|\n'
 for what in execute future; do
     declare -A per=()
@@ -37,5 +54,24 @@ for what in execute future; do
     done
     printf '| %s | %d | %d | %s |\n' "$what" "${per[raw]}" "${per[ours]}" \
         "$(awk -v a="${per[ours]}" -v b="${per[raw]}" 'BEGIN { printf "%.2fx", a / (b > 0 ? b : 1) }')"
+    if [ "$mode" = "write" ]; then
+        echo "$what ours $(( per[ours] * 103 / 100 + 20 ))" >> "$work/limits"
+    elif [ "$mode" = "check" ]; then
+        limit=$(awk -v w="$what" '$1 == w && $2 == "ours" { print $3 }' "$limits")
+        if [ -z "$limit" ]; then
+            echo "  no limit for $what in $limits" >&2; failures=$((failures + 1))
+        elif [ "${per[ours]}" -gt "$limit" ]; then
+            echo "  $what: ours ${per[ours]} instructions/op exceeds the limit $limit" >&2; failures=$((failures + 1))
+        fi
+    fi
     unset per
 done
+if [ "$mode" = "write" ]; then
+    { echo "# operation side max-instructions-per-op (Integrations/IdentityNIO/scripts/callgrind-execute.sh --write: measured + 3% + 20; SWIFT_DETERMINISTIC_HASHING=1)"
+      cat "$work/limits"; } > "$limits"
+    echo "wrote $limits"
+fi
+if [ "$failures" -gt 0 ]; then
+    echo "$failures instruction limit(s) exceeded" >&2
+    exit 1
+fi

@@ -18,6 +18,9 @@ import NIOCore
 /// The loop thread is left exactly as it was found when the task returns or throws: the next task on
 /// the loop never sees the identity.
 ///
+/// The generic overloads are `@inlinable` so that NIO's generic `submit`, `scheduleTask`, ... are specialized
+/// for the caller's result type, as they are when called directly.
+///
 /// ```swift
 /// IdentityContext.withThreadIdentity("alice@contoso.com") {
 ///     channel.eventLoop.execute(flow: .inherit) {
@@ -38,6 +41,7 @@ extension EventLoop {
     }
 
     /// Runs `task` on the loop under the identity `flow` gives it, captured now; the future gets its result.
+    @inlinable
     public func submit<T: Sendable>(
         flow: IdentityFlow, _ task: @escaping @Sendable () throws -> T
     ) -> EventLoopFuture<T> {
@@ -47,6 +51,7 @@ extension EventLoop {
 
     /// Runs `task` on the loop under the identity `flow` gives it, captured now, and completes with the
     /// future it returns.
+    @inlinable
     public func flatSubmit<T: Sendable>(
         flow: IdentityFlow, _ task: @escaping @Sendable () -> EventLoopFuture<T>
     ) -> EventLoopFuture<T> {
@@ -55,6 +60,7 @@ extension EventLoop {
     }
 
     /// Schedules `task` for `deadline` under the identity `flow` gives it, captured now (not when it fires).
+    @inlinable
     @discardableResult
     public func scheduleTask<T: Sendable>(
         deadline: NIODeadline, flow: IdentityFlow, _ task: @escaping @Sendable () throws -> T
@@ -64,6 +70,7 @@ extension EventLoop {
     }
 
     /// Schedules `task` to run after `delay` under the identity `flow` gives it, captured now.
+    @inlinable
     @discardableResult
     public func scheduleTask<T: Sendable>(
         in delay: TimeAmount, flow: IdentityFlow, _ task: @escaping @Sendable () throws -> T
@@ -74,6 +81,7 @@ extension EventLoop {
 
     /// Schedules `task` to run after `delay` under the identity `flow` gives it, captured now, and
     /// completes with the future it returns.
+    @inlinable
     @discardableResult
     public func flatScheduleTask<T: Sendable>(
         in delay: TimeAmount, flow: IdentityFlow, _ task: @escaping @Sendable () throws -> EventLoopFuture<T>
