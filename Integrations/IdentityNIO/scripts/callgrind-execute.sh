@@ -6,11 +6,14 @@
 #
 #   scripts/callgrind-execute.sh                  # from Integrations/IdentityNIO; builds the release bench first
 #   scripts/callgrind-execute.sh --check FILE     # also fail when `ours` exceeds its limit in FILE
-#   scripts/callgrind-execute.sh --write FILE     # write measured `ours` + 3% + 20 as the limits
+#   scripts/callgrind-execute.sh --write FILE     # write measured `ours` + 6% + 20 as the limits
 #
 # The limits are kept in git at .ci/nio-instruction-limits (FILE is relative to where the script is called
-# from); the full lane checks them (.ci/lib.sh, step_nio_callgrind). The counts repeat within a few
-# instructions from run to run (one loop thread, every operation submitted from the loop itself).
+# from); the full lane checks them (.ci/lib.sh, step_nio_callgrind). `future` repeats within a few
+# instructions; `execute` takes one of two values, about 4% apart (seen: ours 3,561 or 3,714, raw 1,724 or
+# 1,796): in some runs glibc's free consolidates the fastbins the 20,000 queued units' frees filled
+# (malloc_consolidate, unlink_chunk: +152 per operation), depending on thread timing. The 6% headroom covers
+# the higher value.
 #
 # Environment: IDENTITY_CALLGRIND_COUNT (operations per run, default 20000), SCRATCH (the build folder,
 # default ../../.build-integrations-release).
@@ -55,7 +58,7 @@ for what in execute future; do
     printf '| %s | %d | %d | %s |\n' "$what" "${per[raw]}" "${per[ours]}" \
         "$(awk -v a="${per[ours]}" -v b="${per[raw]}" 'BEGIN { printf "%.2fx", a / (b > 0 ? b : 1) }')"
     if [ "$mode" = "write" ]; then
-        echo "$what ours $(( per[ours] * 103 / 100 + 20 ))" >> "$work/limits"
+        echo "$what ours $(( per[ours] * 106 / 100 + 20 ))" >> "$work/limits"
     elif [ "$mode" = "check" ]; then
         limit=$(awk -v w="$what" '$1 == w && $2 == "ours" { print $3 }' "$limits")
         if [ -z "$limit" ]; then
@@ -67,7 +70,7 @@ for what in execute future; do
     unset per
 done
 if [ "$mode" = "write" ]; then
-    { echo "# operation side max-instructions-per-op (Integrations/IdentityNIO/scripts/callgrind-execute.sh --write: measured + 3% + 20; SWIFT_DETERMINISTIC_HASHING=1)"
+    { echo "# operation side max-instructions-per-op (Integrations/IdentityNIO/scripts/callgrind-execute.sh --write: measured + 6% + 20; SWIFT_DETERMINISTIC_HASHING=1)"
       cat "$work/limits"; } > "$limits"
     echo "wrote $limits"
 fi
