@@ -57,7 +57,13 @@ public struct IdentitySnapshot: Sendable, Hashable {
     public func makeUnit(
         file: StaticString = #fileID, line: UInt = #line, _ work: @escaping @Sendable () -> Void
     ) -> @Sendable () -> Void {
-        prepare(site: SubmitSite(fileID: file, line: line), work).run
+        // The common case, as in IdentityDispatchQueue.async: no strict mode, no fault, so no tracker and no
+        // PreparedUnit; the frame is the returned closure's whole context.
+        guard DiagnosticsScope.isActive else {
+            let frame = IdentityFrame(unit: identity, work: work)
+            return { frame.runUnit() }
+        }
+        return prepare(site: SubmitSite(fileID: file, line: line), work).run
     }
 
     /// A unit of work prepared for later execution under this snapshot: the one place where every wrapper's

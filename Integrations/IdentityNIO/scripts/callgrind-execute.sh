@@ -10,7 +10,7 @@
 #
 # The limits are kept in git at .ci/nio-instruction-limits (FILE is relative to where the script is called
 # from); the full lane checks them (.ci/lib.sh, step_nio_callgrind). `future` repeats within a few
-# instructions; `execute` takes one of two values, about 4% apart (seen: ours 3,561 or 3,714, raw 1,724 or
+# instructions; `execute` takes one of two values, about 4% apart (seen: ours 3,508 or 3,660, raw 1,724 or
 # 1,796): in some runs glibc's free consolidates the fastbins the 20,000 queued units' frees filled
 # (malloc_consolidate, unlink_chunk: +152 per operation), depending on thread timing. The 6% headroom covers
 # the higher value.
