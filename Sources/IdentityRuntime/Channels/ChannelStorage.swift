@@ -78,7 +78,7 @@ final class ChannelStorage: Sendable {
             break
         }
         let id = state.withLock { $0.makeID() }
-        return await withTaskCancellationHandler {
+        let message = await withTaskCancellationHandler {
             await withUnsafeContinuation { (continuation: UnsafeContinuation<ChannelMessageBox?, Never>) in
                 let action = state.withLock {
                     $0.next(id: id, cancelled: Task.isCancelled, continuation: continuation)
@@ -94,6 +94,12 @@ final class ChannelStorage: Sendable {
         } onCancel: {
             state.withLock { $0.cancelConsumer(id: id) }?.resume(returning: nil)
         }
+        // The sender built the message before it handed it over under this lock and resumed us after
+        // releasing it. Taking the lock once more orders this consumer's reads of the message after the
+        // sender's writes for ThreadSanitizer too: it does not see the hand-over through a continuation
+        // resumed before this task had suspended (the runtime's fast path), and reported the reads as races.
+        state.withLock { _ in }
+        return message
     }
 
     @usableFromInline
