@@ -17,6 +17,8 @@
 #   .build-integrations         every package under Integrations/ and Examples/TenantService, debug: SwiftNIO,
 #                               Hummingbird, postgres-nio and their peers compile once
 #   .build-integrations-tsan    the same packages under ThreadSanitizer (full lane)
+#   .build-integrations-release Integrations/IdentityNIO's release bench, identity-nio-bench (the NIO callgrind
+#                               gate, full lane)
 #   Fuzz/.build-fuzz, Checks/SwiftCrypto/.build, Benchmarks/.build   their own packages (full lane)
 # Environment: IDENTITY_STRESS_SEED (the stress runs' seed; default random, printed), IDENTITY_FUZZ_SECONDS
 # (per fuzz target, default 30), IDENTITY_LOAD_REQUESTS (default 20000).
@@ -28,6 +30,7 @@ debug_flags=(-Xswiftc -warnings-as-errors)
 tsan_build="$PWD/.build-tsan"
 integrations_build="$PWD/.build-integrations"
 integrations_tsan_build="$PWD/.build-integrations-tsan"
+integrations_release_build="$PWD/.build-integrations-release"
 stress_seed="${IDENTITY_STRESS_SEED:-$RANDOM}"
 
 # Installs Debian packages the lane needs when a command is missing: ci_need COMMAND PACKAGE...
@@ -134,6 +137,14 @@ step_callgrind() {
         scripts/callgrind-pairs.sh --check .ci/instruction-limits
 }
 
+# IdentityNIO's execute(flow:) and whenSuccess(flow:) against NIO's own calls, in instructions per operation
+# (the script builds the release bench in the shared release folder of the integration packages).
+step_nio_callgrind() {
+    ci_need valgrind valgrind
+    SCRATCH="$integrations_release_build" \
+        Integrations/IdentityNIO/scripts/callgrind-execute.sh --check .ci/nio-instruction-limits
+}
+
 step_pyjwt() {
     python3 -m pip install --quiet --disable-pip-version-check "pyjwt>=2.8" "cryptography>=41" 2>&1 \
         | grep -v "Running pip as the 'root' user" || true
@@ -178,6 +189,7 @@ landing_lane() {
     ci_step "Integrations/IdentityLogging: swift test" step_package_test Integrations/IdentityLogging
     ci_step "Integrations/IdentityTracing: swift test" step_package_test Integrations/IdentityTracing
     ci_step "Integrations/IdentityHummingbird: swift test" step_package_test Integrations/IdentityHummingbird
+    ci_step "Integrations/IdentityNIO: swift test" step_package_test Integrations/IdentityNIO
     ci_step "Examples/TenantService: swift test" step_package_test Examples/TenantService
     ci_step "Integrations/IdentityPostgres: swift test against a throwaway PostgreSQL" step_postgres
 }
@@ -242,9 +254,11 @@ full_lane() {
     ci_step "fuzzing: each libFuzzer target for ${IDENTITY_FUZZ_SECONDS:-30} s" step_fuzz
     ci_step "Checks/SwiftCrypto: the CryptoKit branch on apple/swift-crypto" step_swift_crypto
     ci_step "callgrind gate: the other pairs (operations, tasks, switches, protect, assertions)" step_callgrind rest
+    ci_step "callgrind gate: IdentityNIO execute(flow:) and whenSuccess(flow:), release" step_nio_callgrind
     ci_step "Integrations/IdentityLogging under ThreadSanitizer" step_package_test_tsan Integrations/IdentityLogging
     ci_step "Integrations/IdentityTracing under ThreadSanitizer" step_package_test_tsan Integrations/IdentityTracing
     ci_step "Integrations/IdentityHummingbird under ThreadSanitizer" step_package_test_tsan Integrations/IdentityHummingbird
+    ci_step "Integrations/IdentityNIO under ThreadSanitizer" step_package_test_tsan Integrations/IdentityNIO
     ci_step "Integrations/IdentityPostgres under ThreadSanitizer (stores, offline, kill and restart)" step_postgres_tsan
     ci_step "Examples/TenantService: tenant-load, with and without the middleware and a bare check" step_load
     ci_step "Benchmarks/: allocation thresholds" step_benchmarks

@@ -40,6 +40,32 @@ public struct IdentitySnapshot: Sendable, Hashable {
         try await IdentityContext.withThreadIdentity(identity, isolation: isolation, operation: body)
     }
 
+    /// Returns `work` prepared to run later, once, under this snapshot: for code that hands work to an
+    /// executor the runtime does not wrap (an event loop, a C callback, a custom scheduler).
+    ///
+    /// Calling the result runs `work` in a fresh scope under the captured identity and leaves the thread
+    /// exactly as it found it, like every unit of ``IdentityDispatchQueue``. It costs one allocation: the
+    /// returned closure's context is the binding the unit runs under. While strict mode is on
+    /// (``IdentityStrictMode``), the unit records `file` and `line` and is checked like the runtime's own:
+    /// at entry it must observe the captured identity, at exit the thread must be as it was, and it must
+    /// run exactly once (calling the result twice, or never, is reported).
+    ///
+    /// ```swift
+    /// let unit = IdentitySnapshot.capture().makeUnit { audit.record(IdentityContext.effectiveFileIdentity) }
+    /// eventLoop.execute(unit)
+    /// ```
+    public func makeUnit(
+        file: StaticString = #fileID, line: UInt = #line, _ work: @escaping @Sendable () -> Void
+    ) -> @Sendable () -> Void {
+        // The common case, as in IdentityDispatchQueue.async: no strict mode, no fault, so no tracker and no
+        // PreparedUnit; the frame is the returned closure's whole context.
+        guard DiagnosticsScope.isActive else {
+            let frame = IdentityFrame(unit: identity, work: work)
+            return { frame.runUnit() }
+        }
+        return prepare(site: SubmitSite(fileID: file, line: line), work).run
+    }
+
     /// A unit of work prepared for later execution under this snapshot: the one place where every wrapper's
     /// asynchronous units are built, so strict mode and fault injection apply to all of them alike.
     package struct PreparedUnit: Sendable {

@@ -14,13 +14,37 @@ public struct PropagationCheck: Sendable, CustomStringConvertible {
     public let captured: String
     /// What the unit must observe, given the submitter's identity.
     public let expected: @Sendable (_ submitter: Identity?) -> Identity?
+    /// Whether the row needs the main queue (the main actor) to be serviced. Where it is not (a process
+    /// that never runs its main loop), the row is skipped instead of waiting forever.
+    public let requiresMainQueue: Bool
     /// Submits the work under `submitter` and returns every identity the work observed.
     public let observe: @Sendable (_ submitter: Identity?) async -> [Identity?]
 
     public var description: String { mechanism }
 
+    /// A row: `observe` submits work through the mechanism under the submitter's identity and returns what
+    /// the work observed; `expected` says what it must observe. Integration packages build their own tables
+    /// of rows with it.
+    public init(
+        mechanism: String, captured: String,
+        expected: @escaping @Sendable (_ submitter: Identity?) -> Identity?,
+        requiresMainQueue: Bool = false,
+        observe: @escaping @Sendable (_ submitter: Identity?) async -> [Identity?]
+    ) {
+        self.mechanism = mechanism
+        self.captured = captured
+        self.expected = expected
+        self.requiresMainQueue = requiresMainQueue
+        self.observe = observe
+    }
+
     /// Runs the check for one submitter identity.
     public func run(submitter: Identity?) async -> PropagationOutcome {
+        if requiresMainQueue, await !MainQueueProbe.isServiced() {
+            return PropagationOutcome(
+                check: self, submitter: submitter, expected: expected(submitter), observed: [],
+                skipped: "the main queue is not serviced in this process")
+        }
         let observed = await observe(submitter)
         return PropagationOutcome(check: self, submitter: submitter, expected: expected(submitter), observed: observed)
     }
@@ -32,10 +56,12 @@ public struct PropagationOutcome: Sendable {
     public let submitter: Identity?
     public let expected: Identity?
     public let observed: [Identity?]
+    /// Why the row did not run, when it could not (``PropagationCheck/requiresMainQueue``).
+    public var skipped: String? = nil
 
-    /// Every observation matched, and there was at least one.
+    /// Every observation matched, and there was at least one (false when skipped).
     public var passed: Bool {
-        !observed.isEmpty && observed.allSatisfy { $0 == expected }
+        skipped == nil && !observed.isEmpty && observed.allSatisfy { $0 == expected }
     }
 
     /// The first observation that did not match, or the first one.
@@ -64,7 +90,7 @@ public enum PropagationTable {
 
     /// Every row of the table.
     public static let checks: [PropagationCheck] = dispatchChecks + operationChecks + concurrencyChecks
-        + unwrappedChecks + flowChecks
+        + actorChecks + streamChecks + channelChecks + foundationChecks + unwrappedChecks + flowChecks
 
     static let serial = IdentityDispatchQueue(label: "propagation.serial")
     static let concurrent = IdentityDispatchQueue(label: "propagation.concurrent", attributes: .concurrent)

@@ -370,6 +370,48 @@ enum BenchCommand {
                      }
                      wrappedOperations.waitUntilAllOperationsAreFinished()
                  }),
+            // One element through a stream: produced (unbounded buffer, nobody waiting), then consumed in one
+            // stretch, so the producing and consuming sides each run without thread handoffs.
+            Pair(name: "channel-element", title: "IdentityChannel element vs AsyncStream element", targetRatio: 1.2,
+                 operations: n(200_000),
+                 raw: { count in
+                     blocking {
+                         await IdentityContext.withThreadIdentity(identity) {
+                             let (stream, continuation) = AsyncStream<Int>.makeStream()
+                             for index in 0..<count { continuation.yield(index) }
+                             continuation.finish()
+                             var total = 0
+                             for await value in stream { total &+= value }
+                             counter.value &+= total
+                         }
+                     }
+                 },
+                 peer: { count in
+                     blocking {
+                         await $bareTaskLocal.withValue(identity) {
+                             let (stream, continuation) = AsyncStream<(Int, Identity?)>.makeStream()
+                             for index in 0..<count { continuation.yield((index, bareTaskLocal)) }
+                             continuation.finish()
+                             var total = 0
+                             for await (value, sender) in stream {
+                                 $bareTaskLocal.withValue(sender) { total &+= value }
+                             }
+                             counter.value &+= total
+                         }
+                     }
+                 },
+                 ours: { count in
+                     blocking {
+                         await IdentityContext.withThreadIdentity(identity) {
+                             let channel = IdentityChannel<Int>(bufferSize: Int.max)
+                             for index in 0..<count { channel.trySend(index) }
+                             channel.finish()
+                             var total = 0
+                             for await message in channel { message.run { value in total &+= value } }
+                             counter.value &+= total
+                         }
+                     }
+                 }),
             Pair(name: "task-in-scope", title: "Task {} created in an identity scope", targetRatio: 1.05,
                  operations: n(50_000),
                  raw: { count in blocking { await createTasks(count) } },

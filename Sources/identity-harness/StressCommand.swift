@@ -10,7 +10,8 @@ import Synchronization
 ///
 /// A program is a chain of `depth` hops; each hop is a mechanism (queue async/sync/asyncAfter/barrier,
 /// group notify, work item, operation with a dependency, cancelled operation, Task, task group, actor hop,
-/// detached task with a snapshot) plus, sometimes, an identity change inside the unit (scoped or unscoped)
+/// detached task with a snapshot, an actor on ``IdentityQueueExecutor``, `Task.immediate`, an
+/// ``IdentityChannel`` element handled by a consumer of another identity) plus, sometimes, an identity change inside the unit (scoped or unscoped)
 /// or a thrown error. Chains are generated from the seed alone, so the same seed gives the same programs.
 /// Raw probe blocks on the same queues check that no identity is left on worker threads.
 enum StressCommand {
@@ -30,6 +31,7 @@ enum StressCommand {
     enum Mechanism: String, CaseIterable {
         case async, sync, asyncAfter, barrier, groupNotify, workItem, operation, identityOperation
         case cancelledOperation, task, taskGroup, actorHop, detachedSnapshot
+        case executorActor, taskImmediate, channel
     }
 
     enum Twist: CaseIterable {
@@ -128,6 +130,9 @@ final class World: Sendable {
     /// `sync` hops get a concurrent queue that never runs barriers: nested `sync` on it cannot deadlock.
     let syncTarget = IdentityDispatchQueue(label: "stress.sync", attributes: .concurrent)
     let operations: IdentityOperationQueue
+    /// Units handed through a channel to one consumer task running under an identity of its own.
+    let channel = IdentityChannel<@Sendable () -> Void>(bufferSize: Int.max)
+    let executorActor = ExecutorHopTarget(executor: IdentityQueueExecutor(label: "stress.executor"))
     let chainsInFlight = Atomic<Int>(0)
     private let nextChain = Atomic<UInt64>(0)
     private let units: [Counter]
@@ -145,6 +150,12 @@ final class World: Sendable {
         self.operations = operations
         units = Mechanism.allCases.map { _ in Counter() }
         misattributions = Mechanism.allCases.map { _ in Counter() }
+        let channel = channel
+        Task {
+            await IdentityContext.withThreadIdentity("stress-consumer@channel.example") {
+                await channel.forEach { unit in unit() }
+            }
+        }
     }
 
     var totalUnits: Int { units.reduce(0) { $0 + $1.value } }
@@ -257,6 +268,18 @@ final class World: Sendable {
         case .detachedSnapshot:
             let snapshot = IdentitySnapshot.capture()
             Task.detached { await snapshot.run { () async -> Void in unit() } }
+        case .executorActor:
+            // A block of another identity on the executor's queue first: it must not reach the job.
+            IdentityContext.withThreadIdentity(hop.other) { executorActor.executor.queue.async {} }
+            Task { await executorActor.perform(unit) }
+        case .taskImmediate:
+            if #available(macOS 26.0, iOS 26.0, tvOS 26.0, watchOS 26.0, visionOS 26.0, *) {
+                Task.immediate { unit() }
+            } else {
+                Task { unit() }
+            }
+        case .channel:
+            channel.trySend(unit)
         }
     }
 
@@ -282,6 +305,9 @@ final class World: Sendable {
         let found = IdentityLeakProbe.leftoverIdentitiesOnWorkers(probes: 512)
         leaks.add(found.count, ordering: .relaxed)
         serial.underlying.sync {
+            if IdentityContext.currentThreadIdentity != nil { leaks.add(1, ordering: .relaxed) }
+        }
+        executorActor.executor.queue.underlying.sync {
             if IdentityContext.currentThreadIdentity != nil { leaks.add(1, ordering: .relaxed) }
         }
     }
@@ -339,6 +365,14 @@ final class UnitOperation: IdentityOperation, @unchecked Sendable {
     override func main() {
         unit()
     }
+}
+
+/// An actor on ``IdentityQueueExecutor``: its jobs run on a wrapped queue shared with plain blocks.
+actor ExecutorHopTarget {
+    let executor: IdentityQueueExecutor
+    init(executor: IdentityQueueExecutor) { self.executor = executor }
+    nonisolated var unownedExecutor: UnownedSerialExecutor { executor.asUnownedSerialExecutor() }
+    func perform(_ work: @Sendable () -> Void) { work() }
 }
 
 /// The actor hop of the stress programs.

@@ -31,6 +31,11 @@ import Synchronization
 /// | `Task.detached`, raw `DispatchQueue`, raw `Thread` | nothing | no thread identity, unless carried with ``IdentitySnapshot`` |
 /// | a timer or dispatch source handler through the wrapper | at handler set | opt-in: the setter's |
 /// | `flow: .suppress` / `flow: .assign(x)` on any submission | — | nil / `x` |
+/// | actor calls on any executor, `Task.immediate`, `Task(executorPreference:)`, `MainActor.run` | at task creation | the calling task's |
+/// | ``IdentityChannel`` `message.run` / `forEach` | at the send | the sender's |
+///
+/// The full table, with cancellation handlers, streams and Foundation's run loop and notifications, is in
+/// docs/identities-and-propagation.md.
 ///
 /// Every wrapper is built on one mechanism, ``IdentitySnapshot``: capture at the moment in the table, then
 /// run the unit in a fresh scope. When a wrapped unit ends (returns or throws), the worker thread's identity

@@ -38,12 +38,15 @@ public enum RuntimeIssue: Sendable, Equatable, CustomStringConvertible {
     case completionCalledMoreThanOnce(operation: String)
     /// A thread ended (or the process exited) with an identity set by the unscoped setter outside any scope.
     case unscopedIdentityNotReset(thread: String, identity: Identity)
+    /// An element of an ``IdentityChannel`` that must be handled under its sender's identity was read under
+    /// another one (`site`: where it was sent).
+    case channelElementMisattributed(site: SubmitSite, expected: Identity?, observed: Identity?)
 
     /// Where the unit concerned was submitted, for the issues that concern one unit.
     public var site: SubmitSite? {
         switch self {
         case let .misattributed(site, _, _), let .identityLeaked(site, _, _), let .unitNeverRan(site),
-             let .unitRanTwice(site):
+             let .unitRanTwice(site), let .channelElementMisattributed(site, _, _):
             return site
         case .unscopedChangeInTask, .unscopedIdentityNotReset, .completionCalledMoreThanOnce:
             return nil
@@ -60,6 +63,7 @@ public enum RuntimeIssue: Sendable, Equatable, CustomStringConvertible {
         case .unitRanTwice: return "unitRanTwice"
         case .completionCalledMoreThanOnce: return "completionCalledMoreThanOnce"
         case .unscopedIdentityNotReset: return "unscopedIdentityNotReset"
+        case .channelElementMisattributed: return "channelElementMisattributed"
         }
     }
 
@@ -78,6 +82,8 @@ public enum RuntimeIssue: Sendable, Equatable, CustomStringConvertible {
             return "unit submitted at \(site) ran more than once"
         case let .completionCalledMoreThanOnce(operation):
             return "completion handler for \(operation) was called more than once; the later calls were ignored"
+        case let .channelElementMisattributed(site, expected, observed):
+            return "channel element sent at \(site) as \(show(expected)) was handled under \(show(observed)); handle it with message.run { ... } or channel.forEach"
         case let .unscopedIdentityNotReset(thread, identity):
             return "thread \(thread) still had identity \(show(identity)) from setCurrentThreadIdentity outside any scope; set it back to nil when done"
         }
