@@ -252,7 +252,7 @@ extension PropagationTable {
     // MARK: Foundation
 
     static let foundationChecks: [PropagationCheck] = [
-        notCarried("Thread.detachNewThread") { report in
+        .notCarried("Thread.detachNewThread") { report in
             Thread.detachNewThread { report(current) }
         },
         PropagationCheck(

@@ -38,6 +38,32 @@ public struct PropagationCheck: Sendable, CustomStringConvertible {
         self.observe = observe
     }
 
+    /// What a unit calls with the identity it observes.
+    public typealias Report = @Sendable (Identity?) -> Void
+
+    /// A row whose unit must observe the submitter's identity: `submit` runs inside the submitter's scope and
+    /// hands `report` to the unit, which calls it `count` times with what it observes.
+    public static func inheriting(
+        _ mechanism: String, at captured: String, count: Int = 1, _ submit: @escaping @Sendable (@escaping Report) -> Void
+    ) -> PropagationCheck {
+        PropagationCheck(mechanism: mechanism, captured: captured, expected: { $0 }) { submitter in
+            await collectReports(count) { report in
+                IdentityContext.withThreadIdentity(submitter) { submit(report) }
+            }
+        }
+    }
+
+    /// A row whose unit must observe no identity, whatever the submitter's (`submit` runs in its scope).
+    public static func notCarried(
+        _ mechanism: String, _ submit: @escaping @Sendable (@escaping Report) -> Void
+    ) -> PropagationCheck {
+        PropagationCheck(mechanism: mechanism, captured: "nothing", expected: { _ in nil }) { submitter in
+            await collectReports(1) { report in
+                IdentityContext.withThreadIdentity(submitter) { submit(report) }
+            }
+        }
+    }
+
     /// Runs the check for one submitter identity.
     public func run(submitter: Identity?) async -> PropagationOutcome {
         if requiresMainQueue, await !MainQueueProbe.isServiced() {
@@ -98,26 +124,26 @@ public enum PropagationTable {
     // MARK: Dispatch
 
     static let dispatchChecks: [PropagationCheck] = [
-        inheriting("IdentityDispatchQueue.async (serial)", at: "submission") { report in
+        .inheriting("IdentityDispatchQueue.async (serial)", at: "submission") { report in
             serial.async { report(current) }
         },
-        inheriting("IdentityDispatchQueue.async (concurrent)", at: "submission") { report in
+        .inheriting("IdentityDispatchQueue.async (concurrent)", at: "submission") { report in
             concurrent.async { report(current) }
         },
-        inheriting("IdentityDispatchQueue.async(flags: .barrier)", at: "submission") { report in
+        .inheriting("IdentityDispatchQueue.async(flags: .barrier)", at: "submission") { report in
             concurrent.async(flags: .barrier) { report(current) }
         },
-        inheriting("IdentityDispatchQueue.async(group:)", at: "submission") { report in
+        .inheriting("IdentityDispatchQueue.async(group:)", at: "submission") { report in
             let group = DispatchGroup()
             concurrent.async(group: group) { report(current) }
         },
-        inheriting("IdentityDispatchQueue.asyncAfter", at: "submission") { report in
+        .inheriting("IdentityDispatchQueue.asyncAfter", at: "submission") { report in
             serial.asyncAfter(deadline: .now() + .milliseconds(1)) { report(current) }
         },
-        inheriting("IdentityDispatchQueue.sync", at: "the call") { report in
+        .inheriting("IdentityDispatchQueue.sync", at: "the call") { report in
             report(concurrent.sync { current })
         },
-        inheriting("IdentityDispatchQueue.asyncAndWait", at: "the call") { report in
+        .inheriting("IdentityDispatchQueue.asyncAndWait", at: "the call") { report in
             report(serial.asyncAndWait { current })
         },
         PropagationCheck(
@@ -196,16 +222,16 @@ public enum PropagationTable {
     }()
 
     static let operationChecks: [PropagationCheck] = [
-        inheriting("IdentityOperationQueue.addOperation(Operation subclass)", at: "enqueue") { report in
+        .inheriting("IdentityOperationQueue.addOperation(Operation subclass)", at: "enqueue") { report in
             operations.addOperation(ReportingOperation(report))
         },
-        inheriting("IdentityOperationQueue.addOperation(block)", at: "enqueue") { report in
+        .inheriting("IdentityOperationQueue.addOperation(block)", at: "enqueue") { report in
             operations.addOperation { report(current) }
         },
-        inheriting("IdentityOperationQueue.addOperations", at: "enqueue", count: 2) { report in
+        .inheriting("IdentityOperationQueue.addOperations", at: "enqueue", count: 2) { report in
             operations.addOperations([ReportingOperation(report), BlockOperation { report(current) }], waitUntilFinished: false)
         },
-        inheriting("IdentityOperationQueue.addBarrierBlock", at: "enqueue") { report in
+        .inheriting("IdentityOperationQueue.addBarrierBlock", at: "enqueue") { report in
             operations.addBarrierBlock { report(current) }
         },
     ]
@@ -213,12 +239,12 @@ public enum PropagationTable {
     // MARK: Swift concurrency
 
     static let concurrencyChecks: [PropagationCheck] = [
-        inheriting("Task {} inside an IdentityDispatchQueue block", at: "creation") { report in
+        .inheriting("Task {} inside an IdentityDispatchQueue block", at: "creation") { report in
             concurrent.async {
                 Task { report(current) }
             }
         },
-        inheriting("Task {} inside an IdentityOperationQueue operation", at: "creation") { report in
+        .inheriting("Task {} inside an IdentityOperationQueue operation", at: "creation") { report in
             operations.addOperation {
                 Task { report(current) }
             }
@@ -243,20 +269,20 @@ public enum PropagationTable {
     // MARK: What does not propagate
 
     static let unwrappedChecks: [PropagationCheck] = [
-        notCarried("Task.detached") { report in
+        .notCarried("Task.detached") { report in
             Task.detached { report(current) }
         },
-        notCarried("raw DispatchQueue.async") { report in
+        .notCarried("raw DispatchQueue.async") { report in
             DispatchQueue.global().async { report(current) }
         },
-        notCarried("raw Thread") { report in
+        .notCarried("raw Thread") { report in
             Thread { report(current) }.start()
         },
-        inheriting("Task.detached with IdentitySnapshot", at: "capture") { report in
+        .inheriting("Task.detached with IdentitySnapshot", at: "capture") { report in
             let snapshot = IdentitySnapshot.capture()
             Task.detached { await snapshot.run { () async -> Void in report(current) } }
         },
-        inheriting("raw Thread with IdentitySnapshot", at: "capture") { report in
+        .inheriting("raw Thread with IdentitySnapshot", at: "capture") { report in
             let snapshot = IdentitySnapshot.capture()
             Thread { snapshot.run { report(current) } }.start()
         },
@@ -291,32 +317,10 @@ public enum PropagationTable {
 
     // MARK: Building blocks
 
-    typealias Report = @Sendable (Identity?) -> Void
+    typealias Report = PropagationCheck.Report
 
     static var current: Identity? { IdentityContext.currentThreadIdentity }
 
-    /// A row whose unit must observe the submitter's identity; `submit` runs inside the submitter's scope.
-    static func inheriting(
-        _ mechanism: String, at captured: String, count: Int = 1,
-        _ submit: @escaping @Sendable (@escaping Report) -> Void
-    ) -> PropagationCheck {
-        PropagationCheck(mechanism: mechanism, captured: captured, expected: { $0 }) { submitter in
-            await collectReports(count) { report in
-                IdentityContext.withThreadIdentity(submitter) { submit(report) }
-            }
-        }
-    }
-
-    /// A row whose unit must observe no identity, whatever the submitter's.
-    static func notCarried(
-        _ mechanism: String, _ submit: @escaping @Sendable (@escaping Report) -> Void
-    ) -> PropagationCheck {
-        PropagationCheck(mechanism: mechanism, captured: "nothing", expected: { _ in nil }) { submitter in
-            await collectReports(1) { report in
-                IdentityContext.withThreadIdentity(submitter) { submit(report) }
-            }
-        }
-    }
 
     /// Runs `observe` inside the submitter's scope.
     static func under(

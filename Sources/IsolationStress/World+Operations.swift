@@ -433,30 +433,11 @@ extension World {
     /// `decryptFile(path: source, toCopyPath: target)` by `caller`: a read of the source's owner, and the
     /// target file replaced by data of that owner (a modification of the target's owner, and a transfer).
     func copyOver(_ source: Item, onto target: Item, by caller: Identity?) {
-        Item.withBoth(source, target) { sourceState, targetState in
-            guard !sourceState.retired, !targetState.retired else { return }
-            let before = FileManager.default.contents(atPath: target.path)
-            let blocks = blocks.snapshot([sourceState.owner, targetState.owner, caller])
-            let refusals = model.read(owner: sourceState.owner, by: caller, blocks)
-                .union(model.modify(owner: targetState.owner, by: caller, newOwner: sourceState.owner, blocks))
-            let what = "decryptFile(path: \(show(sourceState.owner))'s file, toCopyPath: \(show(targetState.owner))'s file) by \(show(caller))"
-            let result = attempt {
-                try IdentityContext.withThreadIdentity(caller) { try files.decryptFile(path: source.path, toCopyPath: target.path) }
-                return nil
-            }
-            switch judge(.copyOver, what, refusals: refusals, blocks: blocks, secret: sourceState.plaintext, result) {
-            case .allowed:
-                targetState.owner = sourceState.owner
-                targetState.plaintext = sourceState.plaintext
-                if target.kind == .streamFile { targetState.retired = true } else { verify(target, state: targetState, api: .copyOver, what: what) }
-            case .refused:
-                checkUnchanged(target.path, before: before, .copyOver, what)
-            case .violated:
-                if result.isSuccess { foreignModifications.add(1, ordering: .relaxed) }
-                targetState.retired = true
-            case .undecided:
-                targetState.retired = true
-            }
+        let what = { (source: Identity?, target: Identity?) in
+            "decryptFile(path: \(self.show(source))'s file, toCopyPath: \(self.show(target))'s file) by \(self.show(caller))"
+        }
+        writeOver(target, from: source, api: .copyOver, by: caller, describe: what) {
+            try files.decryptFile(path: source.path, toCopyPath: target.path)
         }
     }
 
@@ -515,25 +496,41 @@ extension World {
                 }
             }
         }
-        Item.withBoth(item, target) { sourceState, targetState in
+        let what = { (source: Identity?, target: Identity?) in
+            "unprotect(fileAtPath: \(self.show(source))'s stream file, toPath: \(self.show(target))'s file) by \(self.show(caller))"
+        }
+        writeOver(target, from: item, api: .unprotectStreamFile, by: caller, creates: true, describe: what) {
+            try files.unprotect(fileAtPath: item.path, toPath: target.path)
+        }
+    }
+
+    /// `write`, as `caller`, replaces the file `target` with the content of `source`, owned by `source`'s owner:
+    /// a read of the source's owner's data, a modification of the target's owner's data and a transfer of it
+    /// (and, when `creates`, data created for the source's owner), checked against the model; a refused call
+    /// must leave the target's bytes as they were.
+    func writeOver(
+        _ target: Item, from source: Item, api: IsolationStress.API, by caller: Identity?, creates: Bool = false,
+        describe: (_ source: Identity?, _ target: Identity?) -> String, _ write: () throws -> Void
+    ) {
+        Item.withBoth(source, target) { sourceState, targetState in
             guard !sourceState.retired, !targetState.retired else { return }
             let before = FileManager.default.contents(atPath: target.path)
             let blocks = blocks.snapshot([sourceState.owner, targetState.owner, caller])
             let refusals = model.read(owner: sourceState.owner, by: caller, blocks)
                 .union(model.modify(owner: targetState.owner, by: caller, newOwner: sourceState.owner, blocks))
-                .union(model.create(for: sourceState.owner, blocks))
-            let what = "unprotect(fileAtPath: \(show(sourceState.owner))'s stream file, toPath: \(show(targetState.owner))'s file) by \(show(caller))"
+                .union(creates ? model.create(for: sourceState.owner, blocks) : [])
+            let what = describe(sourceState.owner, targetState.owner)
             let result = attempt {
-                try IdentityContext.withThreadIdentity(caller) { try files.unprotect(fileAtPath: item.path, toPath: target.path) }
+                try IdentityContext.withThreadIdentity(caller) { try write() }
                 return nil
             }
-            switch judge(.unprotectStreamFile, what, refusals: refusals, blocks: blocks, secret: sourceState.plaintext, result) {
+            switch judge(api, what, refusals: refusals, blocks: blocks, secret: sourceState.plaintext, result) {
             case .allowed:
                 targetState.owner = sourceState.owner
                 targetState.plaintext = sourceState.plaintext
-                verify(target, state: targetState, api: .unprotectStreamFile, what: what)
+                if target.kind == .streamFile { targetState.retired = true } else { verify(target, state: targetState, api: api, what: what) }
             case .refused:
-                checkUnchanged(target.path, before: before, .unprotectStreamFile, what)
+                checkUnchanged(target.path, before: before, api, what)
             case .violated:
                 if result.isSuccess { foreignModifications.add(1, ordering: .relaxed) }
                 targetState.retired = true

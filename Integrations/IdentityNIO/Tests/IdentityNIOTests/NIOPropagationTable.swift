@@ -14,7 +14,7 @@ enum NIOPropagationTable {
 
     static var current: Identity? { IdentityContext.currentThreadIdentity }
 
-    typealias Report = @Sendable (Identity?) -> Void
+    typealias Report = PropagationCheck.Report
 
     /// Every row.
     static let checks: [PropagationCheck] = loopChecks + futureChecks + taskChecks
@@ -22,14 +22,14 @@ enum NIOPropagationTable {
     // MARK: EventLoop
 
     static let loopChecks: [PropagationCheck] = [
-        notCarried("EventLoop.execute (raw)") { report in loop.execute { report(current) } },
-        notCarried("EventLoop.scheduleTask(in:) (raw)") { report in
+        .notCarried("EventLoop.execute (raw)") { report in loop.execute { report(current) } },
+        .notCarried("EventLoop.scheduleTask(in:) (raw)") { report in
             loop.scheduleTask(in: .milliseconds(1)) { report(current) }
         },
-        inheriting("EventLoop.execute(flow: .inherit)", at: "the call") { report in
+        .inheriting("EventLoop.execute(flow: .inherit)", at: "the call") { report in
             loop.execute(flow: .inherit) { report(current) }
         },
-        inheriting("EventLoop.submit(flow: .inherit), flatSubmit(flow: .inherit)", at: "the call", count: 2) { report in
+        .inheriting("EventLoop.submit(flow: .inherit), flatSubmit(flow: .inherit)", at: "the call", count: 2) { report in
             let target = loop
             _ = target.submit(flow: .inherit) { report(current) }
             _ = target.flatSubmit(flow: .inherit) { () -> EventLoopFuture<Void> in
@@ -37,7 +37,7 @@ enum NIOPropagationTable {
                 return target.makeSucceededVoidFuture()
             }
         },
-        inheriting("EventLoop.scheduleTask(deadline:/in: flow: .inherit), flatScheduleTask", at: "the call", count: 3) { report in
+        .inheriting("EventLoop.scheduleTask(deadline:/in: flow: .inherit), flatScheduleTask", at: "the call", count: 3) { report in
             let target = loop
             target.scheduleTask(deadline: .now() + .milliseconds(1), flow: .inherit) { report(current) }
             target.scheduleTask(in: .milliseconds(1), flow: .inherit) { report(current) }
@@ -140,10 +140,10 @@ enum NIOPropagationTable {
     // MARK: Swift concurrency
 
     static let taskChecks: [PropagationCheck] = [
-        inheriting("EventLoopPromise.completeWithTask (raw: a Task {})", at: "the call") { report in
+        .inheriting("EventLoopPromise.completeWithTask (raw: a Task {})", at: "the call") { report in
             _ = loop.makePromise(of: Void.self).completeWithTask { report(current) }
         },
-        inheriting("EventLoopPromise.completeWithTask(flow: .inherit)", at: "the call") { report in
+        .inheriting("EventLoopPromise.completeWithTask(flow: .inherit)", at: "the call") { report in
             _ = loop.makePromise(of: Void.self).completeWithTask(flow: .inherit) { report(current) }
         },
         PropagationCheck(
@@ -166,27 +166,4 @@ enum NIOPropagationTable {
                 }
             }),
     ]
-
-    // MARK: Building blocks
-
-    static func inheriting(
-        _ mechanism: String, at captured: String, count: Int = 1,
-        _ submit: @escaping @Sendable (@escaping Report) -> Void
-    ) -> PropagationCheck {
-        PropagationCheck(mechanism: mechanism, captured: captured, expected: { $0 }) { submitter in
-            await collectReports(count) { report in
-                IdentityContext.withThreadIdentity(submitter) { submit(report) }
-            }
-        }
-    }
-
-    static func notCarried(
-        _ mechanism: String, _ submit: @escaping @Sendable (@escaping Report) -> Void
-    ) -> PropagationCheck {
-        PropagationCheck(mechanism: mechanism, captured: "nothing", expected: { _ in nil }) { submitter in
-            await collectReports(1) { report in
-                IdentityContext.withThreadIdentity(submitter) { submit(report) }
-            }
-        }
-    }
 }
