@@ -55,6 +55,8 @@ public final class FileProtectionManager: Sendable {
     /// Plaintext bytes per encrypted chunk of files this manager writes (files it reads carry their own).
     public let chunkSize: Int
 
+    /// The runtime's own directories (real paths), never read or written through the file APIs.
+    let reservedDirectories: [String]
     let owners: FileOwnerStore
     let journal: WipeJournal
     let creations = CreationTracker()
@@ -90,6 +92,7 @@ public final class FileProtectionManager: Sendable {
         self.owners = FileOwnerStore(storage: ownerStorage, index: OwnerIndex(path: Paths.join(state, "owners.index")))
         self.journal = WipeJournal(path: Paths.join(state, "wipes.journal"))
         self.registeredRoots = LockedValue(roots.map(Paths.absolute))
+        self.reservedDirectories = [state] + ((keyStore as? FileKeyStore).map { [$0.directory] } ?? [])
         try finishInterruptedRemovals()
     }
 
@@ -332,10 +335,6 @@ public final class FileProtectionManager: Sendable {
         return resolved
     }
 
-    /// The runtime's own directories, never read or written through the file APIs.
-    var reservedDirectories: [String] {
-        [stateDirectory] + ((keyStore as? FileKeyStore).map { [$0.directory] } ?? [])
-    }
 
     func isManaged(_ identity: Identity) -> Bool {
         !identity.isUnmanaged && policy.isManaged(identity)
