@@ -32,6 +32,8 @@ integrations_build="$PWD/.build-integrations"
 integrations_tsan_build="$PWD/.build-integrations-tsan"
 integrations_release_build="$PWD/.build-integrations-release"
 stress_seed="${IDENTITY_STRESS_SEED:-$RANDOM}"
+# The Swift concurrency runtime's continuation hand-over, invisible to ThreadSanitizer (see the file).
+export TSAN_OPTIONS="${TSAN_OPTIONS:+$TSAN_OPTIONS:}suppressions=$PWD/.ci/tsan-suppressions"
 
 # Installs Debian packages the lane needs when a command is missing: ci_need COMMAND PACKAGE...
 ci_need() {
