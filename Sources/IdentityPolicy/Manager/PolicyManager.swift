@@ -115,9 +115,9 @@ public final class PolicyManager: Sendable {
         initial.policiesLoaded = source?.hasLoaded ?? true
         _ = initial.accounts.setPolicies(source?.policies ?? .empty)
         state = LockedValue(initial)
-        source?.setChangeHandler { [weak self] in self?.reloadPolicies() }
+        source?.setChangeHandler { [weak self] in self?.applyPolicySource() }
         // A load that ended before the handler was installed notified nobody: read the source once more.
-        if source != nil { reloadPolicies() }
+        if source != nil { applyPolicySource() }
     }
 
     // MARK: Configuration
@@ -166,8 +166,8 @@ public final class PolicyManager: Sendable {
                 return state.policySource
             }
             previous?.setChangeHandler(nil)
-            newValue?.setChangeHandler { [weak self] in self?.reloadPolicies() }
-            reloadPolicies(force: true)
+            newValue?.setChangeHandler { [weak self] in self?.applyPolicySource() }
+            applyPolicySource(force: true)
         }
     }
 
@@ -333,9 +333,23 @@ public final class PolicyManager: Sendable {
         }
     }
 
+    /// Asks the policy source to read its policies again now (``PolicySource/reload(deadline:)``) and applies
+    /// what changed, posting the usual change events; returns whether anything changed. A source that reaches
+    /// a database is awaited, never waited for on a thread. Decisions made meanwhile use the policies in force.
+    /// - Parameter timeout: how long the source may take.
+    /// - Throws: the source's ``PolicyDocumentError`` when it could not read them in time; the policies in
+    ///   force stay. Without a source: nothing to read, `false`.
+    @discardableResult
+    public func reloadPolicies(timeout: Duration = .seconds(10)) async throws(PolicyDocumentError) -> Bool {
+        guard let source = policySource else { return false }
+        let changed = try await source.reload(deadline: .now + timeout)
+        applyPolicySource()
+        return changed
+    }
+
     /// Re-reads the policy source (after its change handler ran). `force`: announce `.policyDidChange` even if
     /// nothing changed (a new source).
-    func reloadPolicies(force: Bool = false) {
+    func applyPolicySource(force: Bool = false) {
         // The source is read outside the manager's lock (a source may notify from inside `policies`), after
         // taking a ticket; `hasLoaded` before `policies` (see the initializer).
         let (ticket, source) = state.withLock { state in

@@ -108,6 +108,13 @@ public final class DirectoryPolicySource: PolicySource {
         return changed
     }
 
+    /// ``reload()``, for ``PolicyManager/reloadPolicies(timeout:)``: the directory is local, so it is read at
+    /// once, without suspending (the deadline is not needed).
+    @discardableResult
+    public func reload(deadline: ContinuousClock.Instant) async throws(PolicyDocumentError) -> Bool {
+        reload()
+    }
+
     /// Re-reads the directory every ``pollInterval`` seconds (the first time at once) until ``stopPolling()``.
     public func startPolling() {
         let timer = DispatchSource.makeTimerSource(queue: queue)

@@ -18,10 +18,23 @@ public protocol PolicySource: AnyObject, Sendable {
     /// `ProtectionError.policyUnavailable` (deny by default). The default is `true`: a source whose
     /// ``policies`` are at hand from its creation (``StaticPolicySource``, ``DirectoryPolicySource``).
     var hasLoaded: Bool { get }
+
+    /// Reads the policies again now, from wherever they live, calls the change handler when they changed,
+    /// and returns whether they did; answered by `deadline`. ``PolicyManager/reloadPolicies(timeout:)`` calls
+    /// it. Policy decisions never wait for it: they use the last policies read (and refuse, while there are
+    /// none, as ``hasLoaded`` says).
+    ///
+    /// A source that reaches a database implements it with its client's asynchronous API; the default
+    /// answers `false` (a source whose policies are set in memory has nothing to read).
+    /// - Throws: ``PolicyDocumentError/directoryUnreadable(path:reason:)`` when the policies could not be read
+    ///   by `deadline`; the policies in force stay.
+    func reload(deadline: ContinuousClock.Instant) async throws(PolicyDocumentError) -> Bool
 }
 
 extension PolicySource {
     public var hasLoaded: Bool { true }
+
+    public func reload(deadline: ContinuousClock.Instant) async throws(PolicyDocumentError) -> Bool { false }
 
     /// The policy of `identity`: its own document, else its tenant's (by the domain of its name), else `nil`.
     /// ``PolicyManager/policy(for:)-(Identity?)`` also knows tenants registered by ID and the manager's rules

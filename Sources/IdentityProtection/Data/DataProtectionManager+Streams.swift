@@ -80,6 +80,9 @@ public struct ProtectedByteStream<Base: AsyncSequence>: AsyncSequence where Base
             if sealer != nil { return try sealer!.finish() }
             return try opener!.finish()
         }
+
+        /// Whether the key is settled: a sealer has it from the start, an opener once it read the header.
+        var isSettled: Bool { opener?.isSettled ?? true }
     }
 
     let base: Base
@@ -92,14 +95,30 @@ public struct ProtectedByteStream<Base: AsyncSequence>: AsyncSequence where Base
         var finished = false
 
         /// The next piece; `nil` at the end.
+        ///
+        /// Until the opener has read the header, a key the store must fetch is awaited, never waited for on the
+        /// thread (`StoreBridge.withoutBlocking`): the piece stays buffered and the header is read again once
+        /// the key is at hand.
         public mutating func next() async throws -> [UInt8]? {
             while !finished {
                 if let piece = try await base.next() {
-                    let output = try Self.feed(piece, into: &transform)
+                    let output: [UInt8]
+                    if transform.isSettled {
+                        output = try Self.feed(piece, into: &transform)
+                    } else {
+                        var buffered = false
+                        output = try await StoreBridge.withoutBlocking { () throws -> [UInt8] in
+                            if buffered { return try transform.append(UnsafeRawBufferPointer(start: nil, count: 0)) }
+                            buffered = true
+                            return try Self.feed(piece, into: &transform)
+                        }
+                    }
                     if !output.isEmpty { return output }
                 } else {
                     finished = true
-                    let output = try transform.finish()
+                    let output = transform.isSettled
+                        ? try transform.finish()
+                        : try await StoreBridge.withoutBlocking { () throws(ProtectionError) in try transform.finish() }
                     if !output.isEmpty { return output }
                 }
             }

@@ -208,6 +208,9 @@ struct StreamOpener: Sendable {
     /// The owner named by the header, once it was read.
     var owner: Identity? { header?.owner }
 
+    /// Whether the header was read and admitted (or the input is not a stream): no key is looked up any more.
+    var isSettled: Bool { header != nil || passThrough }
+
     mutating func append(_ bytes: UnsafeRawBufferPointer) throws(ProtectionError) -> [UInt8] {
         if passThrough { return Array(bytes) }
         buffer.append(contentsOf: bytes)

@@ -52,64 +52,100 @@ extension FileProtectionManager {
     /// - Returns: the absolute paths deleted, sorted, by owner (owners with none are absent).
     @discardableResult
     public func removeFiles(ownedByAnyOf accounts: Set<Identity>) throws(ProtectionError) -> [Identity: [String]] {
+        try authorizeRemoval(of: accounts)
+        return try removeFilesAsPolicy(ownedByAnyOf: accounts)
+    }
+
+    /// The access check of ``removeFiles(ownedByAnyOf:)``: a modification of every account's data by the caller.
+    func authorizeRemoval(of accounts: Set<Identity>) throws(ProtectionError) {
         let caller = IdentityContext.effectiveFileIdentity
         for account in accounts.sorted(by: { $0.foldedName < $1.foldedName }) {
             try policy.authorize(.modify(writer: caller), to: account)
         }
-        return try removeFilesAsPolicy(ownedByAnyOf: accounts)
     }
 
     /// The removal of ``removeFiles(ownedByAnyOf:)`` without asking the policy: for the policy's own wipe
     /// (`PolicyManager`, which decided it and has blocked the accounts) and for finishing a wipe that a crash
     /// interrupted (it was allowed when it started).
     package func removeFilesAsPolicy(ownedByAnyOf accounts: Set<Identity>) throws(ProtectionError) -> [Identity: [String]] {
+        guard var wipe = try startWipe(of: accounts) else { return [:] }
+        for account in wipe.accounts {
+            do throws(ProtectionError) { try keyStore.destroyKeys(for: account) } catch { wipe.note(error) }
+        }
+        return try finishWipe(wipe)
+    }
+
+    /// ``removeFilesAsPolicy(ownedByAnyOf:)`` with the keys destroyed through the key store's asynchronous
+    /// requirement, answered by `deadline`.
+    package func removeFilesAsPolicy(
+        ownedByAnyOf accounts: Set<Identity>, keysBy deadline: ContinuousClock.Instant
+    ) async throws(ProtectionError) -> [Identity: [String]] {
+        guard var wipe = try startWipe(of: accounts) else { return [:] }
+        for account in wipe.accounts {
+            do throws(ProtectionError) { try await keyStore.destroyKeys(for: account, deadline: deadline) } catch { wipe.note(error) }
+        }
+        return try finishWipe(wipe)
+    }
+
+    /// A wipe between its file part and its end: the accounts (sorted), what was removed, the first failure.
+    struct WipeRun {
+        var accounts: [Identity]
+        var removed: [Identity: [String]] = [:]
+        var firstError: ProtectionError?
+
+        mutating func note(_ error: ProtectionError) {
+            if firstError == nil { firstError = error }
+        }
+    }
+
+    /// The file part of a wipe: journals the accounts, waits for their creations in flight, deletes their
+    /// files and forgets their directories' ownership. `nil` when there is no account to wipe.
+    private func startWipe(of accounts: Set<Identity>) throws(ProtectionError) -> WipeRun? {
         let accounts = accounts.filter { !$0.isUnmanaged }
-        guard !accounts.isEmpty else { return [:] }
+        guard !accounts.isEmpty else { return nil }
         try journal.add(accounts)
         creations.waitUntilIdle(accounts)
-        var removed: [Identity: [String]] = [:]
+        var wipe = WipeRun(accounts: accounts.sorted { $0.foldedName < $1.foldedName })
         var forgotten: [stat] = []
-        var firstError: ProtectionError?
         walkRoots(directory: { path, info in
             do throws(ProtectionError) {
                 guard let owner = try owners.owner(path: path, info: info), accounts.contains(owner) else { return }
                 try owners.setOwner(nil, path: path)
             } catch {
                 if case .invalidIdentity = error { return }
-                if firstError == nil { firstError = error }
+                wipe.note(error)
             }
         }) { path, info in
             do throws(ProtectionError) {
                 guard let owner = try owner(forWipeOf: path, info: info), accounts.contains(owner) else { return }
                 try POSIX.unlinkPath(path)
-                removed[owner, default: []].append(path)
+                wipe.removed[owner, default: []].append(path)
                 forgotten.append(info)
             } catch {
                 if case .fileNotFound = error { return }
-                if firstError == nil { firstError = error }
+                wipe.note(error)
             }
         } onError: { error in
-            if firstError == nil { firstError = error }
+            wipe.note(error)
         }
-        for directory in Set(removed.values.joined().map(Paths.parent)) {
+        for directory in Set(wipe.removed.values.joined().map(Paths.parent)) {
             do throws(ProtectionError) { try POSIX.fsyncDirectory(directory) } catch {
-                if firstError == nil { firstError = error }
+                wipe.note(error)
             }
         }
         do throws(ProtectionError) { try owners.forget(forgotten) } catch {
-            if firstError == nil { firstError = error }
+            wipe.note(error)
         }
-        for account in accounts.sorted(by: { $0.foldedName < $1.foldedName }) {
-            do throws(ProtectionError) { try keyStore.destroyKeys(for: account) } catch {
-                if firstError == nil { firstError = error }
-            }
-        }
+        return wipe
+    }
+
+    /// The end of a wipe, once the keys are destroyed: the journal entry goes, the first failure is thrown.
+    private func finishWipe(_ wipe: WipeRun) throws(ProtectionError) -> [Identity: [String]] {
+        var wipe = wipe
         // The attempt is over; a failure is the caller's to report, not the next start's to repeat.
-        do throws(ProtectionError) { try journal.remove(accounts) } catch {
-            if firstError == nil { firstError = error }
-        }
-        if let firstError { throw firstError }
-        return removed.mapValues { $0.sorted() }
+        do throws(ProtectionError) { try journal.remove(Set(wipe.accounts)) } catch { wipe.note(error) }
+        if let firstError = wipe.firstError { throw firstError }
+        return wipe.removed.mapValues { $0.sorted() }
     }
 
     /// Every owner of a regular file under the protected roots (symbolic links are not followed).

@@ -4,10 +4,23 @@ import IdentityRuntime
 /// data records the id of the key it was encrypted with, so keys rotate while old data stays readable.
 ///
 /// Implementations must be thread-safe. ``FileKeyStore`` is the default; an app can supply one backed by the
-/// platform keychain or a hardware module.
+/// platform keychain, a hardware module or a database.
+///
+/// Every operation comes twice:
+/// - **Synchronous** (``currentKey(for:)``...), for GCD blocks and operations. A store that is local answers
+///   here. A store that reaches a database or a network answers from its cache and, on a miss, through
+///   `StoreBridge.wait(for:operation:timeout:timedOut:_:)`, which blocks only threads that may block and never
+///   blocks the asynchronous entry points of the managers.
+/// - **Asynchronous** (``currentKey(for:deadline:)``...), for Swift concurrency. The default implementations
+///   call the synchronous ones, which is right for a local store (``FileKeyStore`` answers without
+///   suspending). A remote store implements them with its client's asynchronous API and returns or throws by
+///   `deadline`, whatever it waits on (a query, a reconnect, a retry).
 ///
 /// Destroying an identity's keys (``destroyKeys(for:)``) is crypto-shredding: everything encrypted for it
 /// becomes unreadable (``ProtectionError/keyNotFound(identity:keyID:)``), wherever copies of it are.
+///
+/// A store that cannot answer refuses: ``ProtectionError/keyStoreUnavailable(reason:)``, never a key it is not
+/// sure of and never ``ProtectionError/keyNotFound(identity:keyID:)`` for a key it could not look up.
 public protocol KeyStore: Sendable {
     /// The key new data for `identity` is encrypted with, created (and persisted) when it has none.
     func currentKey(for identity: Identity) throws(ProtectionError) -> ProtectionKey
@@ -22,4 +35,36 @@ public protocol KeyStore: Sendable {
 
     /// Destroys every key of `identity`. Succeeds when it has none.
     func destroyKeys(for identity: Identity) throws(ProtectionError)
+
+    /// ``currentKey(for:)``, answered by `deadline` (a store that waits on nothing may ignore it).
+    func currentKey(for identity: Identity, deadline: ContinuousClock.Instant) async throws(ProtectionError) -> ProtectionKey
+
+    /// ``key(withID:for:)``, answered by `deadline`.
+    func key(withID id: ProtectionKeyID, for identity: Identity, deadline: ContinuousClock.Instant) async throws(ProtectionError) -> ProtectionKey
+
+    /// ``rotateKey(for:)``, answered by `deadline`.
+    @discardableResult
+    func rotateKey(for identity: Identity, deadline: ContinuousClock.Instant) async throws(ProtectionError) -> ProtectionKey
+
+    /// ``destroyKeys(for:)``, answered by `deadline`.
+    func destroyKeys(for identity: Identity, deadline: ContinuousClock.Instant) async throws(ProtectionError)
+}
+
+extension KeyStore {
+    public func currentKey(for identity: Identity, deadline: ContinuousClock.Instant) async throws(ProtectionError) -> ProtectionKey {
+        try currentKey(for: identity)
+    }
+
+    public func key(withID id: ProtectionKeyID, for identity: Identity, deadline: ContinuousClock.Instant) async throws(ProtectionError) -> ProtectionKey {
+        try key(withID: id, for: identity)
+    }
+
+    @discardableResult
+    public func rotateKey(for identity: Identity, deadline: ContinuousClock.Instant) async throws(ProtectionError) -> ProtectionKey {
+        try rotateKey(for: identity)
+    }
+
+    public func destroyKeys(for identity: Identity, deadline: ContinuousClock.Instant) async throws(ProtectionError) {
+        try destroyKeys(for: identity)
+    }
 }

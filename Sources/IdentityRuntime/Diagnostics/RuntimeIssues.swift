@@ -41,6 +41,10 @@ public enum RuntimeIssue: Sendable, Equatable, CustomStringConvertible {
     /// An element of an ``IdentityChannel`` that must be handled under its sender's identity was read under
     /// another one (`site`: where it was sent).
     case channelElementMisattributed(site: SubmitSite, expected: Identity?, observed: Identity?)
+    /// A synchronous call inside a Swift task blocked its thread waiting for a store (a key store or a policy
+    /// source that reaches a database): it holds one of the few cooperative threads until the store answers.
+    /// Use the asynchronous entry point (`manager.async`) there. `operation` names what was waited for.
+    case blockingWaitInTask(operation: String)
 
     /// Where the unit concerned was submitted, for the issues that concern one unit.
     public var site: SubmitSite? {
@@ -48,7 +52,7 @@ public enum RuntimeIssue: Sendable, Equatable, CustomStringConvertible {
         case let .misattributed(site, _, _), let .identityLeaked(site, _, _), let .unitNeverRan(site),
              let .unitRanTwice(site), let .channelElementMisattributed(site, _, _):
             return site
-        case .unscopedChangeInTask, .unscopedIdentityNotReset, .completionCalledMoreThanOnce:
+        case .unscopedChangeInTask, .unscopedIdentityNotReset, .completionCalledMoreThanOnce, .blockingWaitInTask:
             return nil
         }
     }
@@ -64,6 +68,7 @@ public enum RuntimeIssue: Sendable, Equatable, CustomStringConvertible {
         case .completionCalledMoreThanOnce: return "completionCalledMoreThanOnce"
         case .unscopedIdentityNotReset: return "unscopedIdentityNotReset"
         case .channelElementMisattributed: return "channelElementMisattributed"
+        case .blockingWaitInTask: return "blockingWaitInTask"
         }
     }
 
@@ -84,6 +89,8 @@ public enum RuntimeIssue: Sendable, Equatable, CustomStringConvertible {
             return "completion handler for \(operation) was called more than once; the later calls were ignored"
         case let .channelElementMisattributed(site, expected, observed):
             return "channel element sent at \(site) as \(show(expected)) was handled under \(show(observed)); handle it with message.run { ... } or channel.forEach"
+        case let .blockingWaitInTask(operation):
+            return "a synchronous call inside a Swift task blocked its thread waiting for a store (\(operation)); call the asynchronous entry point (manager.async) in async code"
         case let .unscopedIdentityNotReset(thread, identity):
             return "thread \(thread) still had identity \(show(identity)) from setCurrentThreadIdentity outside any scope; set it back to nil when done"
         }

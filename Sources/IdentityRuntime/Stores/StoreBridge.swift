@@ -1,0 +1,200 @@
+import Foundation
+
+/// The bridge between the runtime's synchronous entry points and stores that answer asynchronously (a key
+/// store or a policy source that reaches a database or a network).
+///
+/// A store with asynchronous requirements also answers the synchronous ones, which GCD blocks and operations
+/// call: from its cache when it can, and on a miss through ``wait(for:operation:timeout:timedOut:_:)``, which
+/// does one of two things:
+///
+/// - **Inside ``withoutBlocking(isolation:_:)``** (the asynchronous entry points of the protection managers
+///   and `PolicyManager`): it never waits. It records the fetch and throws `timedOut()`; the enclosing
+///   `withoutBlocking` then awaits the fetch (suspending, never blocking a thread) and runs the synchronous
+///   operation again, which this time gets the fetched answer (or its error) from the first attempt. The
+///   operation therefore has to be one that may be run again after it failed, as every operation that can fail
+///   on a store already must be: it leaves nothing behind when it throws.
+/// - **Anywhere else**, it blocks the calling thread until the fetch answers or `timeout` passes (then it
+///   throws `timedOut()`; the fetch is cancelled). The fetch runs on the bridge's own executor, never on
+///   Swift's cooperative pool, so a blocked thread cannot starve it. Blocking is right on a GCD or
+///   `OperationQueue` thread; inside a Swift task it occupies one of the few cooperative threads, so strict
+///   mode (``IdentityStrictMode``) reports it as ``RuntimeIssue/blockingWaitInTask(operation:)`` (fatal with
+///   `IDENTITY_STRICT=fatal`): use the asynchronous entry point there.
+///
+/// ```swift
+/// func currentKey(for identity: Identity) throws(ProtectionError) -> ProtectionKey {
+///     if let key = cache[identity] { return key }
+///     return try StoreBridge.wait(
+///         for: "current:\(identity.name)", operation: "current key of \(identity.name)", timeout: .seconds(2),
+///         timedOut: .keyStoreUnavailable(reason: "no answer in 2 s")
+///     ) { () async throws(ProtectionError) in
+///         try await self.currentKey(for: identity, deadline: .now + .seconds(2))
+///     }
+/// }
+/// ```
+public enum StoreBridge {
+    /// The answer of a store's synchronous requirement that may have to wait for the store.
+    ///
+    /// - Parameters:
+    ///   - key: names the request within one operation (for example the account and the key ID): a second call
+    ///     with the same key in the same ``withoutBlocking(isolation:_:)`` run gets the first answer.
+    ///   - operation: what is being waited for, in strict-mode reports.
+    ///   - timeout: how long a blocking wait lasts at most.
+    ///   - timedOut: the error thrown when the wait gave up, and when the call was deferred to the enclosing
+    ///     asynchronous run (the caller never sees that one: the run fetches and tries again).
+    ///   - fetch: the asynchronous answer. It runs once per call (or once per key in an asynchronous run).
+    public static func wait<Value: Sendable, Failure: Error>(
+        for key: some Hashable & Sendable,
+        operation: @autoclosure () -> String,
+        timeout: Duration,
+        timedOut: @autoclosure () -> Failure,
+        _ fetch: @escaping @Sendable () async throws(Failure) -> Value
+    ) throws(Failure) -> Value {
+        if let run = NonBlockingRun.current {
+            let key = AnyHashable(key)
+            if let answer = run.answer(for: key) {
+                guard let result = answer as? Result<Value, Failure> else {
+                    preconditionFailure("StoreBridge: the key \(key) was used for two kinds of answer in one run")
+                }
+                return try result.get()
+            }
+            run.defer(key) { () async -> any Sendable in
+                do throws(Failure) {
+                    return Result<Value, Failure>.success(try await fetch())
+                } catch {
+                    return Result<Value, Failure>.failure(error)
+                }
+            }
+            throw timedOut()
+        }
+        if withUnsafeCurrentTask(body: { $0 != nil }), DiagnosticsScope.current.strict {
+            RuntimeIssues.report(.blockingWaitInTask(operation: operation()))
+        }
+        let waiter = BlockingWaiter<Result<Value, Failure>>()
+        let task = Task(executorPreference: StoreBridgeExecutor.shared) { () async in
+            do throws(Failure) {
+                waiter.fulfil(.success(try await fetch()))
+            } catch {
+                waiter.fulfil(.failure(error))
+            }
+        }
+        guard let result = waiter.wait(until: Date(timeIntervalSinceNow: Double(timeout.components.seconds)
+            + Double(timeout.components.attoseconds) / 1e18)) else {
+            task.cancel()
+            throw timedOut()
+        }
+        return try result.get()
+    }
+
+    /// Runs the synchronous `operation` from asynchronous code without ever blocking the thread on a store:
+    /// every ``wait(for:operation:timeout:timedOut:_:)`` inside it is deferred, awaited here, and `operation`
+    /// runs again with the answers, until it completes without deferring (at most 16 rounds; after that the
+    /// last error stands).
+    ///
+    /// With every answer at hand (a warm cache), `operation` runs once, inline, on the caller's executor.
+    /// The thread and task identity of the caller is the identity of every round.
+    public static func withoutBlocking<Value, Failure: Error>(
+        isolation: isolated (any Actor)? = #isolation,
+        _ operation: () throws(Failure) -> Value
+    ) async throws(Failure) -> Value {
+        let run = NonBlockingRun()
+        var rounds = 0
+        while true {
+            let outcome = NonBlockingRun.$current.withValue(run) { () -> Result<Value, Failure> in
+                do throws(Failure) {
+                    return .success(try operation())
+                } catch {
+                    return .failure(error)
+                }
+            }
+            switch outcome {
+            case let .success(value):
+                return value
+            case let .failure(error):
+                rounds += 1
+                guard let pending = run.takeDeferred(), rounds < 16 else { throw error }
+                for (key, fetch) in pending {
+                    run.record(await fetch(), for: key)
+                }
+            }
+        }
+    }
+}
+
+/// The state of one ``StoreBridge/withoutBlocking(isolation:_:)`` run: the answers fetched so far and the
+/// fetches the last round deferred. Used by one task at a time (the lock makes it `Sendable`).
+final class NonBlockingRun: Sendable {
+    @TaskLocal static var current: NonBlockingRun?
+
+    typealias Fetch = @Sendable () async -> any Sendable
+
+    // `AnyHashable` is not `Sendable`, but every key stored here came in as `some Hashable & Sendable`.
+    private struct State: @unchecked Sendable {
+        var answers: [AnyHashable: any Sendable] = [:]
+        var deferred: [(AnyHashable, Fetch)] = []
+    }
+
+    private let state = LockedValue(State())
+
+    func answer(for key: AnyHashable) -> (any Sendable)? {
+        state.withLock { $0.answers[key] }
+    }
+
+    func `defer`(_ key: AnyHashable, _ fetch: @escaping Fetch) {
+        state.withLock { state in
+            if !state.deferred.contains(where: { $0.0 == key }) { state.deferred.append((key, fetch)) }
+        }
+    }
+
+    func takeDeferred() -> [(AnyHashable, Fetch)]? {
+        state.withLock { state in
+            defer { state.deferred = [] }
+            return state.deferred.isEmpty ? nil : state.deferred
+        }
+    }
+
+    func record(_ answer: any Sendable, for key: AnyHashable) {
+        state.withLock { $0.answers[key] = answer }
+    }
+}
+
+/// A one-shot slot a thread blocks on until another fills it (a condition variable, with a deadline).
+private final class BlockingWaiter<Value: Sendable>: @unchecked Sendable {
+    // `value` is reached only while `condition` is locked.
+    private let condition = NSCondition()
+    private var value: Value?
+
+    func fulfil(_ value: Value) {
+        condition.lock()
+        self.value = value
+        condition.broadcast()
+        condition.unlock()
+    }
+
+    /// The value, or `nil` when `deadline` passed first.
+    func wait(until deadline: Date) -> Value? {
+        condition.lock()
+        defer { condition.unlock() }
+        while value == nil {
+            if !condition.wait(until: deadline) { break }
+        }
+        return value
+    }
+}
+
+/// Where the fetches of blocking waits run: a thread of its own, so that a fetch never needs one of the
+/// cooperative threads the waiting callers may be holding.
+private final class StoreBridgeExecutor: TaskExecutor {
+    static let shared = StoreBridgeExecutor()
+
+    private let queue = DispatchQueue(label: "identity-runtime.store-bridge", attributes: .concurrent)
+
+    func enqueue(_ job: consuming ExecutorJob) {
+        let job = UnownedJob(job)
+        let executor = asUnownedTaskExecutor()
+        queue.async { job.runSynchronously(on: executor) }
+    }
+
+    func asUnownedTaskExecutor() -> UnownedTaskExecutor {
+        UnownedTaskExecutor(ordinary: self)
+    }
+}
