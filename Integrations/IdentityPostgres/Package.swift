@@ -17,6 +17,7 @@ let package = Package(
         .package(url: "https://github.com/vapor/postgres-nio", from: "1.33.2"),
         .package(url: "https://github.com/apple/swift-nio", from: "2.101.2"),
         .package(url: "https://github.com/apple/swift-log", from: "1.16.2"),
+        .package(url: "https://github.com/swift-server/swift-service-lifecycle", from: "2.13.0"),
     ],
     targets: [
         .target(
@@ -27,6 +28,7 @@ let package = Package(
                 .product(name: "NIOPosix", package: "swift-nio"),
                 .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
                 .product(name: "Logging", package: "swift-log"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
                 .product(name: "IdentityRuntime", package: "swift-identity-runtime"),
                 .product(name: "IdentityProtection", package: "swift-identity-runtime"),
                 .product(name: "IdentityPolicy", package: "swift-identity-runtime"),
@@ -54,6 +56,7 @@ let package = Package(
                 .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "PostgresNIO", package: "postgres-nio"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
                 .product(name: "IdentityRuntime", package: "swift-identity-runtime"),
                 .product(name: "IdentityProtection", package: "swift-identity-runtime"),
                 .product(name: "IdentityPolicy", package: "swift-identity-runtime"),

@@ -182,16 +182,40 @@ private final class BlockingWaiter<Value: Sendable>: @unchecked Sendable {
 }
 
 /// Where the fetches of blocking waits run: a thread of its own, so that a fetch never needs one of the
-/// cooperative threads the waiting callers may be holding.
-private final class StoreBridgeExecutor: TaskExecutor {
+/// cooperative threads the waiting callers may be holding, nor a GCD worker (on Linux, libdispatch counts a
+/// worker blocked in a wait as busy until its monitor notices, so a fetch queued behind blocked workers, and the
+/// cooperative pool beside them, could stall for most of a second).
+private final class StoreBridgeExecutor: TaskExecutor, @unchecked Sendable {
     static let shared = StoreBridgeExecutor()
 
-    private let queue = DispatchQueue(label: "identity-runtime.store-bridge", attributes: .concurrent)
+    // `jobs` is reached only while `condition` is locked.
+    private let condition = NSCondition()
+    private var jobs: [UnownedJob] = []
+
+    private init() {
+        let thread = Thread { [unowned self] in self.serve() }
+        thread.name = "identity-runtime.store-bridge"
+        thread.start()
+    }
 
     func enqueue(_ job: consuming ExecutorJob) {
         let job = UnownedJob(job)
+        condition.lock()
+        jobs.append(job)
+        condition.signal()
+        condition.unlock()
+    }
+
+    private func serve() {
         let executor = asUnownedTaskExecutor()
-        queue.async { job.runSynchronously(on: executor) }
+        while true {
+            condition.lock()
+            while jobs.isEmpty { condition.wait() }
+            let batch = jobs
+            jobs = []
+            condition.unlock()
+            for job in batch { job.runSynchronously(on: executor) }
+        }
     }
 
     func asUnownedTaskExecutor() -> UnownedTaskExecutor {

@@ -5,6 +5,7 @@ import NIOCore
 import NIOPosix
 import PostgresNIO
 import NIOConcurrencyHelpers
+import ServiceLifecycle
 
 /// The connections of one instance of a fleet to the fleet's PostgreSQL database, shared by its
 /// ``PostgresKeyStore`` and ``PostgresPolicySource``.
@@ -17,20 +18,26 @@ import NIOConcurrencyHelpers
 ///
 /// Creating a fleet never blocks and never fails: it connects in the background and keeps reconnecting
 /// (every ``PostgresFleetConfiguration/reconnectInterval``, backing off to
-/// ``PostgresFleetConfiguration/maximumReconnectInterval``) for as long as it lives. Use
+/// ``PostgresFleetConfiguration/maximumReconnectInterval``) until it is shut down. Use
 /// ``waitUntilReady(timeout:)`` to start only once the database answered.
+///
+/// Nothing here blocks a thread: queries are awaited on SwiftNIO's event loops, and every call of a store has
+/// one deadline (``PostgresFleetConfiguration/callTimeout``) that bounds whatever it waits on. The stores'
+/// synchronous requirements (for GCD and `OperationQueue` code) answer from their caches and, on a miss, wait
+/// through `StoreBridge`, which never blocks a Swift task that uses the managers' `async` entry points.
+///
+/// A fleet is a swift-service-lifecycle `Service`: run it in the service group, and a graceful shutdown (or
+/// cancellation) closes its connections.
 ///
 /// ```swift
 /// let fleet = PostgresFleet(configuration: .fromEnvironment()!)
-/// try fleet.waitUntilReady(timeout: 10)
 /// let keys = PostgresKeyStore(fleet: fleet, keyEncryptionKeys: try StaticKeyEncryptionKeys(environmentVariable: "IDENTITY_KEK"))
 /// let policies = PostgresPolicySource(fleet: fleet)
+/// let group = ServiceGroup(services: [fleet, app], gracefulShutdownSignals: [.sigterm], logger: logger)
+/// try await fleet.waitUntilReady(timeout: 10)
+/// try await group.run()
 /// ```
-///
-/// > Note: The stores' protocols (`KeyStore`, `PolicySource`) are synchronous. A call that must reach the
-/// > database blocks its thread until the answer or the timeout; the I/O itself runs on SwiftNIO's event loops,
-/// > never on the caller's executor, so a blocked Swift concurrency thread cannot starve it.
-public final class PostgresFleet: Sendable {
+public final class PostgresFleet: Service, Sendable {
     /// What the fleet's connections are doing.
     public struct Status: Sendable, Equatable {
         /// The query connection is open and the schema is up to date.
@@ -87,6 +94,8 @@ public final class PostgresFleet: Sendable {
         var lostAt: UInt64
         var observers: [Int: @Sendable (Event) -> Void] = [:]
         var nextObserver = 0
+        /// The ``run()`` calls waiting for the shutdown.
+        var runners: [CheckedContinuation<Void, Never>] = []
     }
 
     /// A fleet connection to the database `configuration` names. Connecting starts at once, in the background.
@@ -125,11 +134,12 @@ public final class PostgresFleet: Sendable {
         }
     }
 
-    /// Blocks until the query connection is up (schema migrated) and the notification connection listens.
+    /// Returns once the query connection is up (schema migrated) and the notification connection listens;
+    /// suspends meanwhile, never blocking a thread.
     /// - Throws: ``PostgresFleetError/unavailable(reason:)`` with the last failure when `timeout` seconds
     ///   passed first; ``PostgresFleetError/shutDown`` after ``shutdown()``.
-    public func waitUntilReady(timeout: TimeInterval) throws(PostgresFleetError) {
-        let deadline = Self.now() + Self.nanoseconds(timeout)
+    public func waitUntilReady(timeout: TimeInterval) async throws(PostgresFleetError) {
+        let deadline = ContinuousClock.now + .nanoseconds(Int64(Self.nanoseconds(timeout)))
         while true {
             if state.withLockedValue({ $0.isShutDown }) { throw .shutDown }
             let status = self.status
@@ -137,19 +147,42 @@ public final class PostgresFleet: Sendable {
             if !status.isConnected {
                 // Ask for the connection; a failure inside the retry interval returns at once.
                 do throws(PostgresFleetError) {
-                    _ = try connection(deadline: min(deadline, Self.now() + Self.nanoseconds(configuration.connectTimeout)))
+                    _ = try await connection(deadline: min(deadline, ContinuousClock.now + .nanoseconds(Int64(Self.nanoseconds(configuration.connectTimeout)))))
                 } catch {
                     if case .shutDown = error { throw error }
                 }
             }
-            if Self.now() >= deadline {
+            if ContinuousClock.now >= deadline {
                 throw .unavailable(reason: "not ready after \(timeout) s: \(self.status.lastError?.description ?? "no answer yet")")
             }
-            Thread.sleep(forTimeInterval: 0.01)
+            try? await Task.sleep(for: .milliseconds(10))
         }
     }
 
-    /// Closes both connections and stops reconnecting. Operations then fail with ``PostgresFleetError/shutDown``.
+    /// Keeps the fleet connected until the service group shuts down gracefully or the task is cancelled, then
+    /// closes its connections (``shutdown()``) and returns. The fleet connects from its creation on, whether or
+    /// not this runs; running it ties its lifetime to the group's.
+    public func run() async throws {
+        await withTaskCancellationHandler {
+            await withGracefulShutdownHandler {
+                await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
+                    let resumeNow = state.withLockedValue { state -> Bool in
+                        if state.isShutDown { return true }
+                        state.runners.append(continuation)
+                        return false
+                    }
+                    if resumeNow { continuation.resume() }
+                }
+            } onGracefulShutdown: {
+                self.shutdown()
+            }
+        } onCancel: {
+            self.shutdown()
+        }
+    }
+
+    /// Closes both connections and stops reconnecting. Operations then fail with ``PostgresFleetError/shutDown``;
+    /// ``run()`` returns.
     public func shutdown() {
         timer.source.cancel()
         let (query, listen) = state.withLockedValue { state -> (PostgresConnection?, PostgresConnection?) in
@@ -162,6 +195,11 @@ public final class PostgresFleet: Sendable {
             state.listen = .idle(retryAt: .max)
             return (query, listen)
         }
+        let runners = state.withLockedValue { state in
+            defer { state.runners = [] }
+            return state.runners
+        }
+        runners.forEach { $0.resume() }
         query?.close().whenComplete { _ in }
         listen?.close().whenComplete { _ in }
     }
@@ -191,20 +229,29 @@ public final class PostgresFleet: Sendable {
 
     // MARK: Queries
 
-    /// Runs `query` on the query connection and returns its rows, blocking the calling thread.
+    /// The deadline of a call that starts now: ``PostgresFleetConfiguration/callTimeout`` from now, or the
+    /// caller's `deadline` when that is earlier.
+    func callDeadline(_ deadline: ContinuousClock.Instant? = nil) -> ContinuousClock.Instant {
+        let own = ContinuousClock.now + .nanoseconds(Int64(Self.nanoseconds(configuration.callTimeout)))
+        guard let deadline else { return own }
+        return min(own, deadline)
+    }
+
+    /// Runs `query` on the query connection and returns its rows, suspending (never blocking a thread) until
+    /// they arrive or `deadline` passes. Connecting first, when there is no connection, counts against the same
+    /// deadline: a call never waits longer than its deadline, whatever it waits on.
     /// - Parameter operation: names the operation in errors.
-    func query(_ query: PostgresQuery, operation: String) throws(PostgresFleetError) -> [PostgresRow] {
-        let connectDeadline = Self.now() + Self.nanoseconds(configuration.connectTimeout)
-        let connection = try self.connection(deadline: connectDeadline)
-        let future = connection.query(query, logger: logger).map { $0.rows }
+    func query(
+        _ query: PostgresQuery, operation: String, deadline: ContinuousClock.Instant
+    ) async throws(PostgresFleetError) -> [PostgresRow] {
+        let connection = try await self.connection(deadline: deadline)
+        let queryDeadline = min(deadline, ContinuousClock.now + .nanoseconds(Int64(Self.nanoseconds(configuration.queryTimeout))))
         do throws(PostgresFleetError) {
-            return try Self.wait(future, timeout: configuration.queryTimeout, operation: operation)
+            return try await Self.value(of: connection.query(query, logger: logger).map { $0.rows }, by: queryDeadline, operation: operation)
         } catch {
             switch error {
-            case .timedOut:
+            case .timedOut, .unavailable:
                 // A database that does not answer in time is treated as lost: close, reconnect later.
-                drop(connection, because: error)
-            case .unavailable:
                 drop(connection, because: error)
             default:
                 break
@@ -213,8 +260,8 @@ public final class PostgresFleet: Sendable {
         }
     }
 
-    /// The open query connection, connecting (and migrating) first when there is none.
-    private func connection(deadline: UInt64) throws(PostgresFleetError) -> PostgresConnection {
+    /// The open query connection, connecting (and migrating) first when there is none, by `deadline`.
+    private func connection(deadline: ContinuousClock.Instant) async throws(PostgresFleetError) -> PostgresConnection {
         enum Next {
             case ready(PostgresConnection)
             case wait(EventLoopFuture<PostgresConnection>)
@@ -240,8 +287,7 @@ public final class PostgresFleet: Sendable {
         case let .fail(error):
             throw error
         case let .wait(future):
-            let timeout = Double(deadline > now ? deadline - now : 0) / 1e9
-            return try Self.wait(future, timeout: timeout, operation: "connecting to \(configuration.host):\(configuration.port)")
+            return try await Self.value(of: future, by: deadline, operation: "connecting to \(configuration.host):\(configuration.port)")
         }
     }
 
@@ -468,34 +514,71 @@ public final class PostgresFleet: Sendable {
         UInt64(max(seconds, 0) * 1e9)
     }
 
-    /// Blocks until `future` completes or `timeout` seconds passed.
-    static func wait<Value: Sendable>(
-        _ future: EventLoopFuture<Value>, timeout: TimeInterval, operation: String
-    ) throws(PostgresFleetError) -> Value {
-        let box = ResultBox<Value>()
-        future.whenComplete { result in box.complete(result) }
-        guard box.semaphore.wait(timeout: .now() + .nanoseconds(Int(min(max(timeout, 0), 3600) * 1e9))) == .success else {
-            throw .timedOut(operation: operation, seconds: timeout)
+    /// The value of `future`, awaited (never blocking a thread) until `deadline`: then
+    /// ``PostgresFleetError/timedOut(operation:seconds:)``, whatever the future does later. A cancelled caller
+    /// gets ``PostgresFleetError/unavailable(reason:)`` at once.
+    static func value<Value: Sendable>(
+        of future: EventLoopFuture<Value>, by deadline: ContinuousClock.Instant, operation: String
+    ) async throws(PostgresFleetError) -> Value {
+        let budget = ContinuousClock.now.duration(to: deadline)
+        let seconds = Double(budget.components.seconds) + Double(budget.components.attoseconds) / 1e18
+        let once = OnceResult<Value>()
+        let result = await withTaskCancellationHandler {
+            await withCheckedContinuation { (continuation: CheckedContinuation<Result<Value, PostgresFleetError>, Never>) in
+                once.install(continuation)
+                let timer = future.eventLoop.scheduleTask(deadline: .now() + .nanoseconds(max(Int64(seconds * 1e9), 0))) {
+                    once.resume(.failure(.timedOut(operation: operation, seconds: (seconds * 1000).rounded() / 1000)))
+                }
+                future.whenComplete { result in
+                    timer.cancel()
+                    once.resume(result.mapError { PostgresFleetError.from($0, operation: operation) })
+                }
+            }
+        } onCancel: {
+            once.resume(.failure(.unavailable(reason: "\(operation): the calling task was cancelled")))
         }
-        switch box.result! {
-        case let .success(value): return value
-        case let .failure(error): throw PostgresFleetError.from(error, operation: operation)
-        }
+        return try result.get()
     }
 }
 
-/// A result handed from an event loop to a blocked thread.
-private final class ResultBox<Value: Sendable>: Sendable {
-    let semaphore = DispatchSemaphore(value: 0)
-    private let value = NIOLockedValueBox<Result<Value, any Error>?>(nil)
-
-    func complete(_ result: Result<Value, any Error>) {
-        value.withLockedValue { $0 = result }
-        semaphore.signal()
+/// A continuation resumed once, by the first of several parties (the answer, a timer, a cancellation); a
+/// party that comes before the continuation is installed leaves its result for the installation.
+private final class OnceResult<Value: Sendable>: Sendable {
+    private enum Slot {
+        case empty
+        case waiting(CheckedContinuation<Result<Value, PostgresFleetError>, Never>)
+        case early(Result<Value, PostgresFleetError>)
+        case done
     }
 
-    var result: Result<Value, any Error>? {
-        value.withLockedValue { $0 }
+    private let slot = NIOLockedValueBox<Slot>(.empty)
+
+    func install(_ continuation: CheckedContinuation<Result<Value, PostgresFleetError>, Never>) {
+        let early: Result<Value, PostgresFleetError>? = slot.withLockedValue { slot in
+            if case let .early(result) = slot {
+                slot = .done
+                return result
+            }
+            slot = .waiting(continuation)
+            return nil
+        }
+        if let early { continuation.resume(returning: early) }
+    }
+
+    func resume(_ result: Result<Value, PostgresFleetError>) {
+        let continuation: CheckedContinuation<Result<Value, PostgresFleetError>, Never>? = slot.withLockedValue { slot in
+            switch slot {
+            case .empty:
+                slot = .early(result)
+                return nil
+            case let .waiting(continuation):
+                slot = .done
+                return continuation
+            case .early, .done:
+                return nil
+            }
+        }
+        continuation?.resume(returning: result)
     }
 }
 

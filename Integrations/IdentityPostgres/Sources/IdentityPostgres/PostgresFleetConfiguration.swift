@@ -31,6 +31,12 @@ public struct PostgresFleetConfiguration: Sendable {
     /// Seconds one query may take before it is abandoned with ``PostgresFleetError/timedOut(operation:seconds:)``
     /// and its connection is closed (a slow database is treated like a lost one).
     public var queryTimeout: TimeInterval = 2
+    /// Seconds one call of a store (``PostgresKeyStore``, ``PostgresPolicySource``) may take in all: waiting
+    /// for a connection, its queries, the retries. One deadline, set when the call starts, bounds everything
+    /// the call waits on, so timeouts never add up; past it the call fails with
+    /// ``PostgresFleetError/timedOut(operation:seconds:)`` (for the key store,
+    /// `ProtectionError.keyStoreUnavailable`, 113).
+    public var callTimeout: TimeInterval = 2
     /// After a failed connection attempt, operations fail at once (no new attempt) for this many seconds; the
     /// background task keeps trying to reconnect at this interval, doubling up to ``maximumReconnectInterval``.
     public var reconnectInterval: TimeInterval = 0.25

@@ -109,37 +109,67 @@ public final class PostgresKeyStore: KeyStore {
         }
     }
 
-    // MARK: KeyStore
+    // MARK: KeyStore, synchronous: the cache, else StoreBridge
 
     public func currentKey(for identity: Identity) throws(ProtectionError) -> ProtectionKey {
         guard !identity.isUnmanaged else { throw .invalidIdentity(reason: "the unmanaged identity has no keys") }
-        let now = PostgresFleet.now()
-        let (cached, generation) = state.withLockedValue { state -> (ProtectionKey?, UInt64) in
-            guard state.cacheUsable(now, grace: grace), let entry = state.accounts[identity]?.current,
-                  now &- entry.fetchedAt < lifetime else { return (nil, state.generation) }
-            return (entry.key, state.generation)
+        if let cached = cachedCurrentKey(for: identity).key { return cached }
+        return try bridged("current key of \(identity.name)") { () async throws(ProtectionError) in
+            try await self.currentKey(for: identity, deadline: self.fleet.callDeadline())
         }
-        if let cached { return cached }
-        return try fetchCurrent(identity, generation: generation)
     }
 
     public func key(withID id: ProtectionKeyID, for identity: Identity) throws(ProtectionError) -> ProtectionKey {
         if identity.isUnmanaged { throw .keyNotFound(identity: identity, keyID: id) }
-        let now = PostgresFleet.now()
-        let (cached, generation) = state.withLockedValue { state -> (ProtectionKey?, UInt64) in
-            guard state.cacheUsable(now, grace: grace), let account = state.accounts[identity] else {
-                return (nil, state.generation)
-            }
-            if let entry = account.keys[id], now &- entry.fetchedAt < lifetime { return (entry.key, state.generation) }
-            if let entry = account.current, entry.key.id == id, now &- entry.fetchedAt < lifetime {
-                return (entry.key, state.generation)
-            }
-            return (nil, state.generation)
+        if let cached = cachedKey(withID: id, for: identity).key { return cached }
+        return try bridged("key \(id) of \(identity.name)") { () async throws(ProtectionError) in
+            try await self.key(withID: id, for: identity, deadline: self.fleet.callDeadline())
         }
+    }
+
+    @discardableResult
+    public func rotateKey(for identity: Identity) throws(ProtectionError) -> ProtectionKey {
+        guard !identity.isUnmanaged else { throw .invalidIdentity(reason: "the unmanaged identity has no keys") }
+        return try bridged("rotating the key of \(identity.name)") { () async throws(ProtectionError) in
+            try await self.rotateKey(for: identity, deadline: self.fleet.callDeadline())
+        }
+    }
+
+    public func destroyKeys(for identity: Identity) throws(ProtectionError) {
+        if identity.isUnmanaged { return }
+        forget(identity)
+        try bridged("destroying the keys of \(identity.name)") { () async throws(ProtectionError) in
+            try await self.destroyKeys(for: identity, deadline: self.fleet.callDeadline())
+        }
+    }
+
+    /// The answer of the asynchronous requirement: awaited inside the managers' `async` entry points, waited
+    /// for on the thread elsewhere (``PostgresFleetConfiguration/callTimeout`` at most).
+    private func bridged<Value: Sendable>(
+        _ operation: String, _ fetch: @escaping @Sendable () async throws(ProtectionError) -> Value
+    ) throws(ProtectionError) -> Value {
+        let timeout = fleet.configuration.callTimeout
+        return try StoreBridge.wait(
+            for: operation, operation: operation, timeout: .nanoseconds(Int64(PostgresFleet.nanoseconds(timeout))),
+            timedOut: PostgresFleetError.timedOut(operation: operation, seconds: timeout).protectionError, fetch)
+    }
+
+    // MARK: KeyStore, asynchronous: the cache, else the database
+
+    public func currentKey(for identity: Identity, deadline: ContinuousClock.Instant) async throws(ProtectionError) -> ProtectionKey {
+        guard !identity.isUnmanaged else { throw .invalidIdentity(reason: "the unmanaged identity has no keys") }
+        let (cached, generation) = cachedCurrentKey(for: identity)
         if let cached { return cached }
-        let rows = try run(
+        return try await fetchCurrent(identity, generation: generation, deadline: fleet.callDeadline(deadline))
+    }
+
+    public func key(withID id: ProtectionKeyID, for identity: Identity, deadline: ContinuousClock.Instant) async throws(ProtectionError) -> ProtectionKey {
+        if identity.isUnmanaged { throw .keyNotFound(identity: identity, keyID: id) }
+        let (cached, generation) = cachedKey(withID: id, for: identity)
+        if let cached { return cached }
+        let rows = try await run(
             "SELECT kek_id, wrapped_key FROM identity_keys WHERE account = \(identity.foldedName) AND key_id = \(ByteBuffer(bytes: id.bytes))",
-            operation: "reading key \(id) of \(identity.name)")
+            operation: "reading key \(id) of \(identity.name)", deadline: fleet.callDeadline(deadline))
         guard let row = rows.first else { throw .keyNotFound(identity: identity, keyID: id) }
         let key = try unwrap(row, id: id, identity: identity)
         remember(key, for: identity, asCurrent: false, generation: generation)
@@ -147,13 +177,13 @@ public final class PostgresKeyStore: KeyStore {
     }
 
     @discardableResult
-    public func rotateKey(for identity: Identity) throws(ProtectionError) -> ProtectionKey {
+    public func rotateKey(for identity: Identity, deadline: ContinuousClock.Instant) async throws(ProtectionError) -> ProtectionKey {
         guard !identity.isUnmanaged else { throw .invalidIdentity(reason: "the unmanaged identity has no keys") }
         let generation = state.withLockedValue { $0.generation }
         let key = try ProtectionKey.generate()
         let (kekID, wrapped) = try keyEncryptionKeys.wrap(key, context: Self.context(identity))
         let account = identity.foldedName
-        _ = try run(
+        _ = try await run(
             """
             WITH k AS (
                 INSERT INTO identity_keys (account, key_id, kek_id, wrapped_key)
@@ -163,21 +193,50 @@ public final class PostgresKeyStore: KeyStore {
             ON CONFLICT (account) DO UPDATE SET current_key_id = EXCLUDED.current_key_id,
                 generation = identity_key_accounts.generation + 1, updated_at = now()
             """,
-            operation: "rotating the key of \(identity.name)")
+            operation: "rotating the key of \(identity.name)", deadline: fleet.callDeadline(deadline))
         remember(key, for: identity, asCurrent: true, generation: generation)
         return key
     }
 
-    public func destroyKeys(for identity: Identity) throws(ProtectionError) {
+    public func destroyKeys(for identity: Identity, deadline: ContinuousClock.Instant) async throws(ProtectionError) {
         if identity.isUnmanaged { return }
         // Locally first: whatever the database says, this instance stops using the keys now.
-        state.withLockedValue { state in
-            state.accounts[identity] = nil
-            state.generation &+= 1
-        }
-        _ = try run(
+        forget(identity)
+        _ = try await run(
             "DELETE FROM identity_key_accounts WHERE account = \(identity.foldedName)",
-            operation: "destroying the keys of \(identity.name)")
+            operation: "destroying the keys of \(identity.name)", deadline: fleet.callDeadline(deadline))
+        forget(identity)
+    }
+
+    // MARK: Cache
+
+    /// The cached current key of `identity` when it may be used now, and the cache generation to fill it at.
+    private func cachedCurrentKey(for identity: Identity) -> (key: ProtectionKey?, generation: UInt64) {
+        let now = PostgresFleet.now()
+        return state.withLockedValue { state in
+            guard state.cacheUsable(now, grace: grace), let entry = state.accounts[identity]?.current,
+                  now &- entry.fetchedAt < lifetime else { return (nil, state.generation) }
+            return (entry.key, state.generation)
+        }
+    }
+
+    /// The cached key `id` of `identity` when it may be used now, and the cache generation to fill it at.
+    private func cachedKey(withID id: ProtectionKeyID, for identity: Identity) -> (key: ProtectionKey?, generation: UInt64) {
+        let now = PostgresFleet.now()
+        return state.withLockedValue { state in
+            guard state.cacheUsable(now, grace: grace), let account = state.accounts[identity] else {
+                return (nil, state.generation)
+            }
+            if let entry = account.keys[id], now &- entry.fetchedAt < lifetime { return (entry.key, state.generation) }
+            if let entry = account.current, entry.key.id == id, now &- entry.fetchedAt < lifetime {
+                return (entry.key, state.generation)
+            }
+            return (nil, state.generation)
+        }
+    }
+
+    /// Drops the cached keys of `identity`; a fetch under way does not fill the cache.
+    private func forget(_ identity: Identity) {
         state.withLockedValue { state in
             state.accounts[identity] = nil
             state.generation &+= 1
@@ -186,19 +245,19 @@ public final class PostgresKeyStore: KeyStore {
 
     // MARK: Database
 
-    private func fetchCurrent(_ identity: Identity, generation: UInt64) throws(ProtectionError) -> ProtectionKey {
+    private func fetchCurrent(_ identity: Identity, generation: UInt64, deadline: ContinuousClock.Instant) async throws(ProtectionError) -> ProtectionKey {
         let account = identity.foldedName
         let select: PostgresQuery = """
             SELECT k.key_id, k.kek_id, k.wrapped_key FROM identity_key_accounts a
             JOIN identity_keys k ON k.account = a.account AND k.key_id = a.current_key_id
             WHERE a.account = \(account)
             """
-        var rows = try run(select, operation: "reading the current key of \(identity.name)")
+        var rows = try await run(select, operation: "reading the current key of \(identity.name)", deadline: deadline)
         if rows.isEmpty {
             let key = try ProtectionKey.generate()
             let (kekID, wrapped) = try keyEncryptionKeys.wrap(key, context: Self.context(identity))
             // Several instances may get here at once: one insert wins, the others read its key back.
-            _ = try run(
+            _ = try await run(
                 """
                 WITH a AS (
                     INSERT INTO identity_key_accounts (account, current_key_id) VALUES (\(account), \(ByteBuffer(bytes: key.id.bytes)))
@@ -207,8 +266,8 @@ public final class PostgresKeyStore: KeyStore {
                 INSERT INTO identity_keys (account, key_id, kek_id, wrapped_key)
                 SELECT account, \(ByteBuffer(bytes: key.id.bytes)), \(kekID), \(ByteBuffer(bytes: wrapped)) FROM a
                 """,
-                operation: "creating the first key of \(identity.name)")
-            rows = try run(select, operation: "reading the current key of \(identity.name)")
+                operation: "creating the first key of \(identity.name)", deadline: deadline)
+            rows = try await run(select, operation: "reading the current key of \(identity.name)", deadline: deadline)
         }
         guard let row = rows.first else {
             throw PostgresFleetError.corruptRow(table: "identity_key_accounts", reason: "no current key after creating one").protectionError
@@ -256,9 +315,9 @@ public final class PostgresKeyStore: KeyStore {
         }
     }
 
-    private func run(_ query: PostgresQuery, operation: String) throws(ProtectionError) -> [PostgresRow] {
+    private func run(_ query: PostgresQuery, operation: String, deadline: ContinuousClock.Instant) async throws(ProtectionError) -> [PostgresRow] {
         do throws(PostgresFleetError) {
-            return try fleet.query(query, operation: operation)
+            return try await fleet.query(query, operation: operation, deadline: deadline)
         } catch {
             throw error.protectionError
         }

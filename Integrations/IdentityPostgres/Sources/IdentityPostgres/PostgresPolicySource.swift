@@ -25,7 +25,7 @@ import NIOConcurrencyHelpers
 ///
 /// ```swift
 /// let source = PostgresPolicySource(fleet: fleet)
-/// try source.reload()                       // optional: fail fast when the table cannot be read now
+/// try await source.reload()                 // optional: fail fast when the table cannot be read now
 /// let manager = PolicyManager(policySource: source, keyStore: PostgresKeyStore(fleet: fleet, keyEncryptionKeys: keks))
 /// ```
 public final class PostgresPolicySource: PolicySource {
@@ -51,11 +51,12 @@ public final class PostgresPolicySource: PolicySource {
         var handler: (@Sendable () -> Void)?
         var reloadScheduled = false
         var listenEpoch = -1
+        /// Reads are numbered as they start; a read applies only when no later read applied before it.
+        var readsStarted: UInt64 = 0
+        var readApplied: UInt64 = 0
     }
 
     private let state = NIOLockedValueBox(State())
-    /// Serializes reloads; never taken while `state` is held.
-    private let reloading = NIOLock()
     private let queue = DispatchQueue(label: "identity-postgres.policies")
     private let timer: DispatchSourceTimerBox
     private let observer: NIOLockedValueBox<Int?> = NIOLockedValueBox(nil)
@@ -67,7 +68,7 @@ public final class PostgresPolicySource: PolicySource {
         self.timer = DispatchSourceTimerBox(DispatchSource.makeTimerSource(queue: queue))
         let interval = DispatchTimeInterval.milliseconds(Int(max(fleet.configuration.policyPollInterval, 0.05) * 1000))
         timer.source.schedule(deadline: .now() + interval, repeating: interval, leeway: .milliseconds(50))
-        timer.source.setEventHandler { [weak self] in self?.reloadReportingErrors() }
+        timer.source.setEventHandler { [weak self] in self?.scheduleReload() }
         timer.source.resume()
         let (token, _) = fleet.addObserver { [weak self] event in self?.handle(event) }
         observer.withLockedValue { $0 = token }
@@ -116,15 +117,28 @@ public final class PostgresPolicySource: PolicySource {
         state.withLockedValue { $0.lastReload }
     }
 
-    /// Reads the table now.
+    /// Reads the table now, suspending (never blocking a thread) until it is read or
+    /// ``PostgresFleetConfiguration/callTimeout`` passed.
     /// - Returns: whether any policy changed (the change handler has run when it did).
     /// - Throws: ``PostgresFleetError`` when the table could not be read; the policies in force stay.
     @discardableResult
-    public func reload() throws(PostgresFleetError) -> Bool {
-        let outcome: Result<(Bool, (@Sendable () -> Void)?), PostgresFleetError> = reloading.withLock {
-            Result { () throws(PostgresFleetError) in try scan() }
+    public func reload() async throws(PostgresFleetError) -> Bool {
+        try await read(deadline: fleet.callDeadline())
+    }
+
+    /// ``reload()`` for `PolicyManager.reloadPolicies(timeout:)`, by `deadline` (or the call timeout, when
+    /// earlier); a failure is `PolicyDocumentError.directoryUnreadable` with the table's name.
+    @discardableResult
+    public func reload(deadline: ContinuousClock.Instant) async throws(PolicyDocumentError) -> Bool {
+        do throws(PostgresFleetError) {
+            return try await read(deadline: fleet.callDeadline(deadline))
+        } catch {
+            throw .directoryUnreadable(path: Self.tablePath, reason: error.description)
         }
-        let (changed, handler) = try outcome.get()
+    }
+
+    private func read(deadline: ContinuousClock.Instant) async throws(PostgresFleetError) -> Bool {
+        let (changed, handler) = try await scan(deadline: deadline)
         if changed { handler?() }
         return changed
     }
@@ -134,25 +148,27 @@ public final class PostgresPolicySource: PolicySource {
     /// Stores `text` as the document of row `name` (inserted or replaced), for operators' tools and tests. The
     /// text is stored as given: every instance validates it when it reads it, and a malformed document is
     /// reported there while the row's last good version stays in force. Every instance hears of the change.
-    public func storeDocument(_ text: String, named name: String) throws(PostgresFleetError) {
-        _ = try fleet.query(
+    public func storeDocument(_ text: String, named name: String) async throws(PostgresFleetError) {
+        _ = try await fleet.query(
             """
             INSERT INTO identity_policies (name, document) VALUES (\(name), \(text))
             ON CONFLICT (name) DO UPDATE SET document = EXCLUDED.document, updated_at = now()
             """,
-            operation: "storing policy document \(name)")
+            operation: "storing policy document \(name)", deadline: fleet.callDeadline())
     }
 
     /// Deletes row `name`; its policy is withdrawn on every instance.
-    public func deleteDocument(named name: String) throws(PostgresFleetError) {
-        _ = try fleet.query("DELETE FROM identity_policies WHERE name = \(name)", operation: "deleting policy document \(name)")
+    public func deleteDocument(named name: String) async throws(PostgresFleetError) {
+        _ = try await fleet.query(
+            "DELETE FROM identity_policies WHERE name = \(name)", operation: "deleting policy document \(name)",
+            deadline: fleet.callDeadline())
     }
 
     // MARK: Reading
 
-    private func reloadReportingErrors() {
-        // The failure is kept in `lastError` and `errors`.
-        _ = try? reload()
+    /// A read in the background; its failure is kept in ``lastError`` and ``errors``.
+    private func reloadReportingErrors() async {
+        _ = try? await reload()
     }
 
     private func scheduleReload() {
@@ -161,11 +177,11 @@ public final class PostgresPolicySource: PolicySource {
             return !state.reloadScheduled
         }
         guard schedule else { return }
-        queue.async { [weak self] in
+        Task { [weak self] in
             guard let self else { return }
             // Cleared before reading: a notification arriving during the read schedules another one.
             self.state.withLockedValue { $0.reloadScheduled = false }
-            self.reloadReportingErrors()
+            await self.reloadReportingErrors()
         }
     }
 
@@ -184,10 +200,16 @@ public final class PostgresPolicySource: PolicySource {
         }
     }
 
-    private func scan() throws(PostgresFleetError) -> (Bool, (@Sendable () -> Void)?) {
+    private func scan(deadline: ContinuousClock.Instant) async throws(PostgresFleetError) -> (Bool, (@Sendable () -> Void)?) {
+        let ticket = state.withLockedValue { state in
+            state.readsStarted += 1
+            return state.readsStarted
+        }
         let rows: [PostgresRow]
         do throws(PostgresFleetError) {
-            rows = try fleet.query("SELECT name, document FROM identity_policies ORDER BY name", operation: "reading identity_policies")
+            rows = try await fleet.query(
+                "SELECT name, document FROM identity_policies ORDER BY name", operation: "reading identity_policies",
+                deadline: deadline)
         } catch {
             state.withLockedValue { $0.lastError = error }
             throw error
@@ -222,6 +244,9 @@ public final class PostgresPolicySource: PolicySource {
             entries[name]?.document.map { (path: "\(Self.tablePath)/\(name)", document: $0) }
         })
         return state.withLockedValue { state in
+            // A read that started later has applied already: this one read older rows.
+            guard ticket > state.readApplied else { return (false, nil) }
+            state.readApplied = ticket
             // The first successful read is a change even when it found no policy: the manager learns it loaded.
             let changed = state.policies != policies || state.lastReload == nil
             state.entries = entries

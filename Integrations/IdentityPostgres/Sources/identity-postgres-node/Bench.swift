@@ -12,11 +12,11 @@ struct Bench {
     let keks: StaticKeyEncryptionKeys
     let quick: Bool
 
-    func run() throws {
+    func run() async throws {
         let fleetA = PostgresFleet(configuration: configuration)
         let fleetB = PostgresFleet(configuration: configuration)
-        try fleetA.waitUntilReady(timeout: 30)
-        try fleetB.waitUntilReady(timeout: 30)
+        try await fleetA.waitUntilReady(timeout: 30)
+        try await fleetB.waitUntilReady(timeout: 30)
         defer {
             fleetA.shutdown()
             fleetB.shutdown()
@@ -24,13 +24,14 @@ struct Bench {
         let keysA = PostgresKeyStore(fleet: fleetA, keyEncryptionKeys: keks)
         let keysB = PostgresKeyStore(fleet: fleetB, keyEncryptionKeys: keks)
         let account = Identity("bench-\(UUID().uuidString.prefix(8))@contoso.com")
-        try warmCache(keys: keysA, account: account)
-        try cacheMiss(keys: keysA, account: account)
-        try keyPropagation(from: keysA, to: keysB, account: account)
-        try policyPropagation(fleetA: fleetA, fleetB: fleetB, account: account)
+        _ = try await keysA.currentKey(for: account, deadline: .now + .seconds(5))
+        try await warmCache(keys: keysA, account: account)
+        try await cacheMiss(keys: keysA, account: account)
+        try await keyPropagation(from: keysA, to: keysB, account: account)
+        try await policyPropagation(fleetA: fleetA, fleetB: fleetB, account: account)
     }
 
-    private func warmCache(keys: PostgresKeyStore, account: Identity) throws {
+    private func warmCache(keys: PostgresKeyStore, account: Identity) async throws {
         let directory = NSTemporaryDirectory() + "identity-bench-\(UUID().uuidString)"
         defer { try? FileManager.default.removeItem(atPath: directory) }
         let fileKeys = try FileKeyStore(directory: directory)
@@ -49,58 +50,74 @@ struct Bench {
                 }
                 return Double(DispatchTime.now().uptimeNanoseconds - start) / Double(pairs)
             }
+            func asyncRound(_ manager: DataProtectionManager) async throws -> Double {
+                let start = DispatchTime.now().uptimeNanoseconds
+                for _ in 0..<pairs {
+                    let envelope = try await manager.async.protect(payload, identity: account)
+                    guard try await manager.async.unprotect(envelope) == payload else { fatalError("wrong plaintext") }
+                }
+                return Double(DispatchTime.now().uptimeNanoseconds - start) / Double(pairs)
+            }
             _ = try round(viaFile)
             _ = try round(viaPostgres)
+            _ = try await asyncRound(viaPostgres)
             var file: [Double] = []
             var postgres: [Double] = []
+            var postgresAsync: [Double] = []
             for index in 0..<rounds {
-                // Alternate the order so that neither store always runs second.
-                if index % 2 == 0 {
-                    file.append(try round(viaFile))
-                    postgres.append(try round(viaPostgres))
-                } else {
-                    postgres.append(try round(viaPostgres))
-                    file.append(try round(viaFile))
+                // Rotate the order so that no variant always runs at the same place.
+                for variant in 0..<3 {
+                    switch (variant + index) % 3 {
+                    case 0: file.append(try round(viaFile))
+                    case 1: postgres.append(try round(viaPostgres))
+                    default: postgresAsync.append(try await asyncRound(viaPostgres))
+                    }
                 }
             }
             let ratios = zip(postgres, file).map { $0 / $1 }.sorted()
+            let asyncRatios = zip(postgresAsync, postgres).map { $0 / $1 }.sorted()
             print(String(
                 format: "warm cache, %4d-byte payload, protect+unprotect pair: FileKeyStore median %.0f ns (best %.0f), PostgresKeyStore median %.0f ns (best %.0f); ratio of medians %.3f, median of per-round ratios %.3f, ratio of bests %.3f (%d rounds x %d pairs)",
                 size, median(file), file.min()!, median(postgres), postgres.min()!, median(postgres) / median(file),
                 median(ratios), postgres.min()! / file.min()!, rounds, pairs))
+            print(String(
+                format: "warm cache, %4d-byte payload, PostgresKeyStore through manager.async: median %.0f ns (best %.0f); against the synchronous path: ratio of medians %.3f, median of per-round ratios %.3f, ratio of bests %.3f",
+                size, median(postgresAsync), postgresAsync.min()!, median(postgresAsync) / median(postgres),
+                median(asyncRatios), postgresAsync.min()! / postgres.min()!))
         }
     }
 
-    private func cacheMiss(keys: PostgresKeyStore, account: Identity) throws {
-        let key = try keys.currentKey(for: account)
+    private func cacheMiss(keys: PostgresKeyStore, account: Identity) async throws {
+        let key = try await keys.currentKey(for: account, deadline: .now + .seconds(5))
         let count = quick ? 200 : 1_000
         var byID: [Double] = []
         var current: [Double] = []
         for _ in 0..<count {
             keys.dropCache()
             var start = DispatchTime.now().uptimeNanoseconds
-            _ = try keys.key(withID: key.id, for: account)
+            _ = try await keys.key(withID: key.id, for: account, deadline: .now + .seconds(5))
             byID.append(Double(DispatchTime.now().uptimeNanoseconds - start) / 1e6)
             keys.dropCache()
             start = DispatchTime.now().uptimeNanoseconds
-            _ = try keys.currentKey(for: account)
+            _ = try await keys.currentKey(for: account, deadline: .now + .seconds(5))
             current.append(Double(DispatchTime.now().uptimeNanoseconds - start) / 1e6)
         }
-        print(String(format: "key fetch on a cache miss (query + unwrap), %d each: key(withID:) p50 %.3f ms p99 %.3f ms; currentKey p50 %.3f ms p99 %.3f ms",
+        print(String(format: "key fetch on a cache miss (query + unwrap, awaited), %d each: key(withID:) p50 %.3f ms p99 %.3f ms; currentKey p50 %.3f ms p99 %.3f ms",
                      count, percentile(byID, 0.5), percentile(byID, 0.99), percentile(current, 0.5), percentile(current, 0.99)))
     }
 
-    private func keyPropagation(from a: PostgresKeyStore, to b: PostgresKeyStore, account: Identity) throws {
+    private func keyPropagation(from a: PostgresKeyStore, to b: PostgresKeyStore, account: Identity) async throws {
+        let deadline = { ContinuousClock.now + .seconds(5) }
         let count = quick ? 50 : 200
         var delays: [Double] = []
         for _ in 0..<count {
-            _ = try b.currentKey(for: account)  // cached in B
-            let key = try a.rotateKey(for: account)
+            _ = try await b.currentKey(for: account, deadline: deadline())  // cached in B
+            let key = try await a.rotateKey(for: account, deadline: deadline())
             let committed = DispatchTime.now().uptimeNanoseconds
-            let deadline = committed + 5_000_000_000
-            while try b.currentKey(for: account).id != key.id {
-                guard DispatchTime.now().uptimeNanoseconds < deadline else { throw BenchError.notPropagated("rotation") }
-                usleep(50)
+            let giveUp = committed + 5_000_000_000
+            while try await b.currentKey(for: account, deadline: deadline()).id != key.id {
+                guard DispatchTime.now().uptimeNanoseconds < giveUp else { throw BenchError.notPropagated("rotation") }
+                try await Task.sleep(for: .microseconds(50))
             }
             delays.append(Double(DispatchTime.now().uptimeNanoseconds - committed) / 1e6)
         }
@@ -111,14 +128,14 @@ struct Bench {
         let managerB = DataProtectionManager(keyStore: b, policy: policy)
         let managerA = DataProtectionManager(keyStore: a, policy: policy)
         for _ in 0..<(count / 4) {
-            let envelope = try managerA.protect(Data("secret".utf8), identity: account)
-            _ = try managerB.unprotect(envelope)  // B has the key cached
-            try a.destroyKeys(for: account)
+            let envelope = try await managerA.async.protect(Data("secret".utf8), identity: account)
+            _ = try await managerB.async.unprotect(envelope)  // B has the key cached
+            try await a.destroyKeys(for: account, deadline: deadline())
             let committed = DispatchTime.now().uptimeNanoseconds
-            let deadline = committed + 5_000_000_000
-            while (try? managerB.unprotect(envelope)) != nil {
-                guard DispatchTime.now().uptimeNanoseconds < deadline else { throw BenchError.notPropagated("wipe") }
-                usleep(50)
+            let giveUp = committed + 5_000_000_000
+            while (try? await managerB.async.unprotect(envelope)) != nil {
+                guard DispatchTime.now().uptimeNanoseconds < giveUp else { throw BenchError.notPropagated("wipe") }
+                try await Task.sleep(for: .microseconds(50))
             }
             wipes.append(Double(DispatchTime.now().uptimeNanoseconds - committed) / 1e6)
         }
@@ -126,26 +143,26 @@ struct Bench {
                      wipes.count, percentile(wipes, 0.5), percentile(wipes, 0.99), wipes.max()!))
     }
 
-    private func policyPropagation(fleetA: PostgresFleet, fleetB: PostgresFleet, account: Identity) throws {
+    private func policyPropagation(fleetA: PostgresFleet, fleetB: PostgresFleet, account: Identity) async throws {
         let writer = PostgresPolicySource(fleet: fleetA)
         let reader = PostgresPolicySource(fleet: fleetB)
         let manager = PolicyManager(policySource: reader)
         let name = "bench-\(account.name)"
-        defer { try? writer.deleteDocument(named: name) }
         let count = quick ? 50 : 200
         var delays: [Double] = []
         for index in 0..<count {
             let encrypted = index % 2 == 0
-            try writer.storeDocument(
+            try await writer.storeDocument(
                 #"{"formatVersion": 1, "account": "\#(account.name)", "fileEncryptionRequired": \#(encrypted)}"#, named: name)
             let committed = DispatchTime.now().uptimeNanoseconds
-            let deadline = committed + 5_000_000_000
+            let giveUp = committed + 5_000_000_000
             while manager.policy(for: account).isFileEncryptionRequired != encrypted {
-                guard DispatchTime.now().uptimeNanoseconds < deadline else { throw BenchError.notPropagated("policy") }
-                usleep(50)
+                guard DispatchTime.now().uptimeNanoseconds < giveUp else { throw BenchError.notPropagated("policy") }
+                try await Task.sleep(for: .microseconds(50))
             }
             delays.append(Double(DispatchTime.now().uptimeNanoseconds - committed) / 1e6)
         }
+        try? await writer.deleteDocument(named: name)
         print(String(format: "policy row update seen by another connection's PolicyManager, %d: p50 %.2f ms p99 %.2f ms max %.2f ms",
                      count, percentile(delays, 0.5), percentile(delays, 0.99), delays.max()!))
     }

@@ -11,7 +11,7 @@ import IdentityProtection
 
 @main
 struct Node {
-    static func main() throws {
+    static func main() async throws {
         let arguments = Array(CommandLine.arguments.dropFirst())
         guard let command = arguments.first else {
             FileHandle.standardError.write(Data("usage: identity-postgres-node serve [--shared DIR] | bench [--quick]\n".utf8))
@@ -27,9 +27,16 @@ struct Node {
         switch command {
         case "serve":
             let shared = value(of: "--shared", in: arguments) ?? NSTemporaryDirectory()
-            try Server(configuration: configuration, keks: keks, sharedDirectory: shared).run()
+            let server = try await Server(configuration: configuration, keks: keks, sharedDirectory: shared)
+            // The command loop is synchronous code on a thread of its own, as GCD and thread code calls the stores.
+            await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
+                Thread.detachNewThread {
+                    server.run()
+                    continuation.resume()
+                }
+            }
         case "bench":
-            try Bench(configuration: configuration, keks: keks, quick: arguments.contains("--quick")).run()
+            try await Bench(configuration: configuration, keks: keks, quick: arguments.contains("--quick")).run()
         default:
             FileHandle.standardError.write(Data("identity-postgres-node: unknown command \(command)\n".utf8))
             exit(64)

@@ -32,12 +32,12 @@ final class Server: Sendable {
     let events = NIOLockedValueBox<[(time: Double, accounts: [Identity], tenants: [TenantID])]>([])
     let output = NIOLockedValueBox(())
 
-    init(configuration: PostgresFleetConfiguration, keks: StaticKeyEncryptionKeys, sharedDirectory: String) throws {
+    init(configuration: PostgresFleetConfiguration, keks: StaticKeyEncryptionKeys, sharedDirectory: String) async throws {
         fleet = PostgresFleet(configuration: configuration)
-        try fleet.waitUntilReady(timeout: 30)
+        try await fleet.waitUntilReady(timeout: 30)
         keys = PostgresKeyStore(fleet: fleet, keyEncryptionKeys: keks)
         policies = PostgresPolicySource(fleet: fleet)
-        try policies.reload()
+        try await policies.reload()
         manager = PolicyManager(policySource: policies, keyStore: keys)
         // Every account named in a command is managed: its data is encrypted with its keys.
         let protection = AllManaged()
@@ -62,7 +62,7 @@ final class Server: Sendable {
         }
     }
 
-    func run() throws {
+    func run() {
         say("ready")
         while let line = readLine() {
             let words = line.split(separator: " ").map(String.init)

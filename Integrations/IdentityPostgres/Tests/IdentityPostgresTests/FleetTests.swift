@@ -53,29 +53,55 @@ struct OfflineTests {
     }
 
     @Test("database down at start: typed errors, no hang, nothing cached, the policy source keeps nothing and reports")
-    func downAtStart() throws {
+    func downAtStart() async throws {
         // A port nothing listens on.
         var configuration = PostgresFleetConfiguration(host: "127.0.0.1", port: 1, username: "nobody")
         configuration.connectTimeout = 0.5
         configuration.queryTimeout = 0.5
         let fleet = PostgresFleet(configuration: configuration)
         defer { fleet.shutdown() }
-        #expect(throws: PostgresFleetError.self) { try fleet.waitUntilReady(timeout: 1) }
+        await #expect(throws: PostgresFleetError.self) { try await fleet.waitUntilReady(timeout: 1) }
         let keys = PostgresKeyStore(fleet: fleet, keyEncryptionKeys: try StaticKeyEncryptionKeys(text: TestDatabase.makeKEKText()))
         let account = Identity("alice@contoso.com")
-        for _ in 0..<3 {
-            let error = try #require(throws: ProtectionError.self) { try keys.currentKey(for: account) }
-            #expect(error.code == 113)
-        }
-        #expect((try #require(throws: ProtectionError.self) { try keys.rotateKey(for: account) }).code == 113)
-        #expect((try #require(throws: ProtectionError.self) { try keys.destroyKeys(for: account) }).code == 113)
-        // Unavailable is never reported as "no such key".
         let id = try ProtectionKeyID.random()
-        #expect((try #require(throws: ProtectionError.self) { try keys.key(withID: id, for: account) }).code == 113)
+        // The synchronous requirements, from a GCD thread (where they may block): typed errors.
+        let codes = await onDispatchThread { () -> [Int?] in
+            var codes: [Int?] = []
+            for _ in 0..<3 { codes.append(Self.code { () throws(ProtectionError) in try keys.currentKey(for: account) }) }
+            codes.append(Self.code { () throws(ProtectionError) in try keys.rotateKey(for: account) })
+            codes.append(Self.code { () throws(ProtectionError) in try keys.destroyKeys(for: account) })
+            // Unavailable is never reported as "no such key".
+            codes.append(Self.code { () throws(ProtectionError) in try keys.key(withID: id, for: account) })
+            return codes
+        }
+        #expect(codes == Array(repeating: 113, count: 6))
+        // The asynchronous ones, awaited: the same.
+        let deadline = ContinuousClock.now + .seconds(2)
+        await #expect(throws: ProtectionError.self) { try await keys.currentKey(for: account, deadline: deadline) }
+        await #expect(throws: ProtectionError.self) { try await keys.key(withID: id, for: account, deadline: deadline) }
+        await #expect(throws: ProtectionError.self) { try await keys.rotateKey(for: account, deadline: deadline) }
+        await #expect(throws: ProtectionError.self) { try await keys.destroyKeys(for: account, deadline: deadline) }
         let source = PostgresPolicySource(fleet: fleet)
-        #expect(throws: PostgresFleetError.self) { try source.reload() }
+        await #expect(throws: PostgresFleetError.self) { try await source.reload() }
         #expect(source.policies == .empty)
         #expect(source.errors.contains { if case .directoryUnreadable = $0 { true } else { false } })
         #expect(!fleet.status.isConnected && !fleet.status.isListening)
+    }
+
+    /// The code of the `ProtectionError` that `body` throws; `nil` when it throws none.
+    static func code<T>(_ body: () throws(ProtectionError) -> T) -> Int? {
+        do throws(ProtectionError) {
+            _ = try body()
+            return nil
+        } catch {
+            return error.code
+        }
+    }
+}
+
+/// Runs `body` on a GCD thread, where the stores' synchronous requirements may block, and returns its result.
+func onDispatchThread<T: Sendable>(_ body: @escaping @Sendable () -> T) async -> T {
+    await withCheckedContinuation { continuation in
+        DispatchQueue.global().async { continuation.resume(returning: body()) }
     }
 }

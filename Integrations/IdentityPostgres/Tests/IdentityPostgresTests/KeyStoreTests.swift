@@ -25,8 +25,8 @@ extension FleetTests {
                 keks = try StaticKeyEncryptionKeys(text: TestDatabase.makeKEKText())
                 fleetA = PostgresFleet(configuration: configuration)
                 fleetB = PostgresFleet(configuration: configuration)
-                try fleetA.waitUntilReady(timeout: 20)
-                try fleetB.waitUntilReady(timeout: 20)
+                try await fleetA.waitUntilReady(timeout: 20)
+                try await fleetB.waitUntilReady(timeout: 20)
                 a = PostgresKeyStore(fleet: fleetA, keyEncryptionKeys: keks)
                 b = PostgresKeyStore(fleet: fleetB, keyEncryptionKeys: keks)
             }
@@ -41,12 +41,14 @@ extension FleetTests {
         func migrations() async throws {
             let configuration = try await TestDatabase.make()
             let fleets = (0..<4).map { _ in PostgresFleet(configuration: configuration) }
-            DispatchQueue.concurrentPerform(iterations: fleets.count) { index in
-                #expect(throws: Never.self) { try fleets[index].waitUntilReady(timeout: 20) }
+            await withTaskGroup(of: Void.self) { group in
+                for fleet in fleets {
+                    group.addTask { await #expect(throws: Never.self) { try await fleet.waitUntilReady(timeout: 20) } }
+                }
             }
             fleets.forEach { $0.shutdown() }
             let again = PostgresFleet(configuration: configuration)
-            try again.waitUntilReady(timeout: 20)
+            try await again.waitUntilReady(timeout: 20)
             again.shutdown()
             let versions = try await TestDatabase.admin(configuration) { connection in
                 var versions: [Int] = []

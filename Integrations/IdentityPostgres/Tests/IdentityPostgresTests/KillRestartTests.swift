@@ -9,8 +9,8 @@ enum ServerControl {
     static let environment = ProcessInfo.processInfo.environment
     static var isAvailable: Bool { environment["IDENTITY_PG_DATA"] != nil && environment["IDENTITY_PG_BIN"] != nil }
 
-    /// SIGKILL to the postmaster and every process it started: a crash, not a shutdown.
-    static func kill() throws {
+    /// The postmaster's pid and the pids of the processes it started.
+    static func processes() throws -> (postmaster: Int32, children: [Int32]) {
         let data = try #require(environment["IDENTITY_PG_DATA"])
         let pidText = try String(contentsOfFile: data + "/postmaster.pid", encoding: .utf8)
         let postmaster = try #require(pidText.split(separator: "\n").first.flatMap { Int32($0) })
@@ -21,6 +21,19 @@ enum ServerControl {
             let fields = stat[stat.index(after: close)...].split(separator: " ")
             if fields.count > 1, Int32(fields[1]) == postmaster { children.append(pid) }
         }
+        return (postmaster, children)
+    }
+
+    /// SIGSTOP (`stop: true`) or SIGCONT to the postmaster and every process it started: a database that stops
+    /// answering while its sockets stay open (the kernel still accepts connections), then goes on.
+    static func freeze(_ stop: Bool, _ pids: (postmaster: Int32, children: [Int32])) {
+        for pid in [pids.postmaster] + pids.children { Glibc.kill(pid, stop ? SIGSTOP : SIGCONT) }
+    }
+
+    /// SIGKILL to the postmaster and every process it started: a crash, not a shutdown.
+    static func kill() throws {
+        let data = try #require(environment["IDENTITY_PG_DATA"])
+        let (postmaster, children) = try processes()
         Glibc.kill(postmaster, SIGKILL)
         for child in children { Glibc.kill(child, SIGKILL) }
         // Wait until the postmaster is gone or a zombie (its parent may be a reaper that is slow to reap it).
@@ -77,8 +90,8 @@ extension FleetTests {
                 fleet.shutdown()
                 strictFleet.shutdown()
             }
-            try fleet.waitUntilReady(timeout: 20)
-            try strictFleet.waitUntilReady(timeout: 20)
+            try await fleet.waitUntilReady(timeout: 20)
+            try await strictFleet.waitUntilReady(timeout: 20)
             let keys = PostgresKeyStore(fleet: fleet, keyEncryptionKeys: keks)
             let strictKeys = PostgresKeyStore(fleet: strictFleet, keyEncryptionKeys: keks)
             let hot = Identity("hot@contoso.com")

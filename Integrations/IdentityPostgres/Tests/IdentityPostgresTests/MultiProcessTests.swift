@@ -16,7 +16,7 @@ extension FleetTests {
                 configuration = try await TestDatabase.make()
                 // Migrate once before the children start.
                 let fleet = PostgresFleet(configuration: configuration)
-                try fleet.waitUntilReady(timeout: 20)
+                try await fleet.waitUntilReady(timeout: 20)
                 fleet.shutdown()
                 shared = NSTemporaryDirectory() + "identity-shared-\(UUID().uuidString)"
                 try FileManager.default.createDirectory(atPath: shared, withIntermediateDirectories: true)
@@ -88,11 +88,11 @@ extension FleetTests {
             defer { fleet.stop() }
             let writerFleet = PostgresFleet(configuration: fleet.configuration)
             defer { writerFleet.shutdown() }
-            try writerFleet.waitUntilReady(timeout: 20)
+            try await writerFleet.waitUntilReady(timeout: 20)
             let writer = PostgresPolicySource(fleet: writerFleet)
             let account = "grace@contoso.com"
             for node in fleet.nodes { #expect(try node.ask("await-policy \(account) 3000") == "waiting") }
-            try writer.storeDocument(#"{"formatVersion": 1, "account": "\#(account)", "fileEncryptionRequired": false, "saveToLocations": ["localDrive"]}"#, named: "grace")
+            try await writer.storeDocument(#"{"formatVersion": 1, "account": "\#(account)", "fileEncryptionRequired": false, "saveToLocations": ["localDrive"]}"#, named: "grace")
             let committed = Date().timeIntervalSince1970 * 1000
             for node in fleet.nodes {
                 let answer = try node.ok("", timeout: 10)
