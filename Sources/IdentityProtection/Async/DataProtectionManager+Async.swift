@@ -27,6 +27,7 @@ extension DataProtectionManager {
         public let manager: DataProtectionManager
 
         /// ``DataProtectionManager/protect(_:identity:)-(Data,_)``, awaiting the key store.
+        @inlinable
         public func protect(
             _ data: Data, identity: Identity? = nil, isolation: isolated (any Actor)? = #isolation
         ) async throws(ProtectionError) -> Data {
@@ -34,11 +35,13 @@ extension DataProtectionManager {
         }
 
         /// ``DataProtectionManager/unprotect(_:)-(Data)``, awaiting the key store.
+        @inlinable
         public func unprotect(_ data: Data, isolation: isolated (any Actor)? = #isolation) async throws(ProtectionError) -> Data {
             try await StoreBridge.withoutBlocking { () throws(ProtectionError) in try manager.unprotect(data) }
         }
 
         /// ``DataProtectionManager/protect(_:identity:)-(String,_)``, awaiting the key store.
+        @inlinable
         public func protect(
             _ string: String, identity: Identity? = nil, isolation: isolated (any Actor)? = #isolation
         ) async throws(ProtectionError) -> String {
@@ -46,12 +49,14 @@ extension DataProtectionManager {
         }
 
         /// ``DataProtectionManager/unprotect(_:)-(String)``, awaiting the key store.
+        @inlinable
         public func unprotect(_ string: String, isolation: isolated (any Actor)? = #isolation) async throws(ProtectionError) -> String {
             try await StoreBridge.withoutBlocking { () throws(ProtectionError) in try manager.unprotect(string) }
         }
 
         /// ``DataProtectionManager/protect(_:identity:chunkSize:)``: the owner is checked and its key awaited at
         /// the call; the pieces are then produced as `source` is consumed.
+        @inlinable
         public func protect<Source: AsyncSequence>(
             _ source: Source, identity: Identity? = nil, chunkSize: Int = 64 * 1024,
             isolation: isolated (any Actor)? = #isolation

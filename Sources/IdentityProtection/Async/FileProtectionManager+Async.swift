@@ -30,37 +30,44 @@ extension FileProtectionManager {
         public static let keyDestructionTimeout: Duration = .seconds(60)
 
         /// ``FileProtectionManager/protect(path:identity:)``, awaiting the key store.
+        @inlinable
         public func protect(path: String, identity: Identity? = nil, isolation: isolated (any Actor)? = #isolation) async throws(ProtectionError) {
             try await StoreBridge.withoutBlocking { () throws(ProtectionError) in try manager.protect(path: path, identity: identity) }
         }
 
         /// ``FileProtectionManager/encryptFile(path:for:)``, awaiting the key store.
+        @inlinable
         public func encryptFile(path: String, for identity: Identity? = nil, isolation: isolated (any Actor)? = #isolation) async throws(ProtectionError) {
             try await StoreBridge.withoutBlocking { () throws(ProtectionError) in try manager.encryptFile(path: path, for: identity) }
         }
 
         /// ``FileProtectionManager/decryptFile(path:)``, awaiting the key store.
+        @inlinable
         public func decryptFile(path: String, isolation: isolated (any Actor)? = #isolation) async throws(ProtectionError) {
             try await StoreBridge.withoutBlocking { () throws(ProtectionError) in try manager.decryptFile(path: path) }
         }
 
         /// ``FileProtectionManager/decryptFile(path:toCopyPath:)``, awaiting the key store.
+        @inlinable
         public func decryptFile(path: String, toCopyPath copyPath: String, isolation: isolated (any Actor)? = #isolation) async throws(ProtectionError) {
             try await StoreBridge.withoutBlocking { () throws(ProtectionError) in try manager.decryptFile(path: path, toCopyPath: copyPath) }
         }
 
         /// ``FileProtectionManager/writeFile(atPath:contents:)``, awaiting the key store.
+        @inlinable
         public func writeFile(atPath path: String, contents: Data, isolation: isolated (any Actor)? = #isolation) async throws(ProtectionError) {
             try await StoreBridge.withoutBlocking { () throws(ProtectionError) in try manager.writeFile(atPath: path, contents: contents) }
         }
 
         /// ``FileProtectionManager/readFile(atPath:)``, awaiting the key store.
+        @inlinable
         public func readFile(atPath path: String, isolation: isolated (any Actor)? = #isolation) async throws(ProtectionError) -> Data {
             try await StoreBridge.withoutBlocking { () throws(ProtectionError) in try manager.readFile(atPath: path) }
         }
 
         /// ``FileProtectionManager/openProtectedFile(atPath:options:owner:permissions:)``, awaiting the key store.
         /// The handle's reads and writes need no store: its key came with the open.
+        @inlinable
         public func openProtectedFile(
             atPath path: String, options: FileOpenOptions = [.read, .write], owner: Identity? = nil,
             permissions: UInt16 = 0o600, isolation: isolated (any Actor)? = #isolation
@@ -71,6 +78,7 @@ extension FileProtectionManager {
         }
 
         /// ``FileProtectionManager/protect(fileAtPath:toPath:identity:chunkSize:)``, awaiting the key store.
+        @inlinable
         public func protect(
             fileAtPath sourcePath: String, toPath destinationPath: String, identity: Identity? = nil,
             chunkSize: Int? = nil, isolation: isolated (any Actor)? = #isolation
@@ -81,6 +89,7 @@ extension FileProtectionManager {
         }
 
         /// ``FileProtectionManager/unprotect(fileAtPath:toPath:)``, awaiting the key store.
+        @inlinable
         public func unprotect(fileAtPath sourcePath: String, toPath destinationPath: String, isolation: isolated (any Actor)? = #isolation) async throws(ProtectionError) {
             try await StoreBridge.withoutBlocking { () throws(ProtectionError) in
                 try manager.unprotect(fileAtPath: sourcePath, toPath: destinationPath)

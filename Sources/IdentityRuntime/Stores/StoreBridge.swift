@@ -1,4 +1,11 @@
 import Foundation
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Musl)
+import Musl
+#elseif canImport(Darwin)
+import Darwin
+#endif
 
 /// The bridge between the runtime's synchronous entry points and stores that answer asynchronously (a key
 /// store or a policy source that reaches a database or a network).
@@ -51,18 +58,20 @@ public enum StoreBridge {
     ) throws(Failure) -> Value {
         if let run = NonBlockingRun.current {
             let key = AnyHashable(key)
-            if let answer = run.answer(for: key) {
+            if let answer = run.pointee.answers[key] {
                 guard let result = answer as? Result<Value, Failure> else {
                     preconditionFailure("StoreBridge: the key \(key) was used for two kinds of answer in one run")
                 }
                 return try result.get()
             }
-            run.defer(key) { () async -> any Sendable in
-                do throws(Failure) {
-                    return Result<Value, Failure>.success(try await fetch())
-                } catch {
-                    return Result<Value, Failure>.failure(error)
-                }
+            if !run.pointee.deferred.contains(where: { $0.key == key }) {
+                run.pointee.deferred.append((key, { () async -> any Sendable in
+                    do throws(Failure) {
+                        return Result<Value, Failure>.success(try await fetch())
+                    } catch {
+                        return Result<Value, Failure>.failure(error)
+                    }
+                }))
             }
             throw timedOut()
         }
@@ -92,14 +101,19 @@ public enum StoreBridge {
     ///
     /// With every answer at hand (a warm cache), `operation` runs once, inline, on the caller's executor.
     /// The thread and task identity of the caller is the identity of every round.
+    @inlinable
     public static func withoutBlocking<Value, Failure: Error>(
         isolation: isolated (any Actor)? = #isolation,
         _ operation: () throws(Failure) -> Value
     ) async throws(Failure) -> Value {
-        let run = NonBlockingRun()
+        var run = NonBlockingRun()
         var rounds = 0
         while true {
-            let outcome = NonBlockingRun.$current.withValue(run) { () -> Result<Value, Failure> in
+            // The operation is synchronous: the run is reachable from the thread it runs on, for exactly as long.
+            let outcome = withUnsafeMutablePointer(to: &run) { (pointer) -> Result<Value, Failure> in
+                let previous = NonBlockingRun.current
+                NonBlockingRun.current = pointer
+                defer { NonBlockingRun.current = previous }
                 do throws(Failure) {
                     return .success(try operation())
                 } catch {
@@ -111,9 +125,11 @@ public enum StoreBridge {
                 return value
             case let .failure(error):
                 rounds += 1
-                guard let pending = run.takeDeferred(), rounds < 16 else { throw error }
+                let pending = run.deferred
+                run.deferred = []
+                guard !pending.isEmpty, rounds < 16 else { throw error }
                 for (key, fetch) in pending {
-                    run.record(await fetch(), for: key)
+                    run.answers[key] = await fetch()
                 }
             }
         }
@@ -121,39 +137,31 @@ public enum StoreBridge {
 }
 
 /// The state of one ``StoreBridge/withoutBlocking(isolation:_:)`` run: the answers fetched so far and the
-/// fetches the last round deferred. Used by one task at a time (the lock makes it `Sendable`).
-final class NonBlockingRun: Sendable {
-    @TaskLocal static var current: NonBlockingRun?
+/// fetches the last round deferred. It lives in the run's frame; while the synchronous operation runs, the
+/// thread running it points to it (a thread-specific slot), so no lock and no allocation is needed.
+@usableFromInline
+struct NonBlockingRun {
+    @usableFromInline typealias Fetch = @Sendable () async -> any Sendable
 
-    typealias Fetch = @Sendable () async -> any Sendable
+    @usableFromInline var answers: [AnyHashable: any Sendable] = [:]
+    @usableFromInline var deferred: [(key: AnyHashable, fetch: Fetch)] = []
 
-    // `AnyHashable` is not `Sendable`, but every key stored here came in as `some Hashable & Sendable`.
-    private struct State: @unchecked Sendable {
-        var answers: [AnyHashable: any Sendable] = [:]
-        var deferred: [(AnyHashable, Fetch)] = []
-    }
+    @usableFromInline init() {}
 
-    private let state = LockedValue(State())
+    private static let slot: pthread_key_t = {
+        var key = pthread_key_t()
+        let status = pthread_key_create(&key, nil)
+        precondition(status == 0, "pthread_key_create failed with \(status)")
+        return key
+    }()
 
-    func answer(for key: AnyHashable) -> (any Sendable)? {
-        state.withLock { $0.answers[key] }
-    }
-
-    func `defer`(_ key: AnyHashable, _ fetch: @escaping Fetch) {
-        state.withLock { state in
-            if !state.deferred.contains(where: { $0.0 == key }) { state.deferred.append((key, fetch)) }
+    /// The run whose operation the current thread is running, if any.
+    @usableFromInline static var current: UnsafeMutablePointer<NonBlockingRun>? {
+        get { pthread_getspecific(slot)?.assumingMemoryBound(to: NonBlockingRun.self) }
+        set {
+            let status = pthread_setspecific(slot, newValue.map { UnsafeRawPointer($0) })
+            precondition(status == 0, "pthread_setspecific failed with \(status)")
         }
-    }
-
-    func takeDeferred() -> [(AnyHashable, Fetch)]? {
-        state.withLock { state in
-            defer { state.deferred = [] }
-            return state.deferred.isEmpty ? nil : state.deferred
-        }
-    }
-
-    func record(_ answer: any Sendable, for key: AnyHashable) {
-        state.withLock { $0.answers[key] = answer }
     }
 }
 
