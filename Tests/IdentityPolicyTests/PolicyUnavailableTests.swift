@@ -131,3 +131,28 @@ struct PolicyUnavailableTests {
         #expect(f.manager.isManaged(alice))
     }
 }
+
+@Suite("Admission before the policy source has loaded")
+struct AdmissionBeforeLoadTests {
+    @Test("nobody but the unmanaged identity is admitted until the first load; afterwards the same call is")
+    func refusedUntilLoaded() async throws {
+        let source = LateSource()
+        let manager = PolicyManager(policySource: source)
+        let alice: Identity = "alice@contoso.com"
+        let ran = LockedValue(0)
+        await #expect(throws: AdmissionError(account: alice, result: .failed, cause: .unavailable("the policy source has not loaded its policies yet"))) {
+            try await manager.withAdmittedIdentity(alice) { ran.withLock { $0 += 1 } }
+        }
+        let stranger: Identity = "someone@elsewhere.example"
+        await #expect(throws: AdmissionError.self) {
+            try await manager.withAdmittedIdentity(stranger) { ran.withLock { $0 += 1 } }
+        }
+        #expect(ran.withLock { $0 } == 0)
+        // The unmanaged identity owns nothing to protect: it is admitted, and still refused on owned data.
+        try await manager.withAdmittedIdentity(.unmanaged) { ran.withLock { $0 += 1 } }
+        #expect(ran.withLock { $0 } == 1)
+        source.load([alice: Policy(identity: nil)])
+        let seen = try await manager.withAdmittedIdentity(alice) { IdentityContext.currentThreadIdentity }
+        #expect(seen == alice)
+    }
+}

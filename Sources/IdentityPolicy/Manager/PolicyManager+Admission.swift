@@ -61,6 +61,9 @@ extension PolicyManager {
     /// Admits `account` and runs `operation` under it (docs/service-boundary.md): the service boundary, for a request
     /// handler before it acts for an account.
     ///
+    /// 0. Refused at once while the ``policySource`` has not loaded its policies (``PolicySource/hasLoaded``):
+    ///    ``SwitchIdentityResult/failed`` with ``AdmissionError/Cause/unavailable(_:)``, for every account but
+    ///    ``Identity/unmanaged``; the same call succeeds once the policies are in.
     /// 1. Refused at once, with an ``AdmissionError`` whose ``AdmissionError/result`` is
     ///    ``SwitchIdentityResult/notAllowed``: a blocked account (``blockReason(for:)``), an account outside
     ///    ``allowedAccounts``, an account managed elsewhere (claimed).
@@ -119,6 +122,12 @@ extension PolicyManager {
         let now = DispatchTime.now().uptimeNanoseconds
         let step = state.withLock { state -> Step in
             guard !account.isUnmanaged else { return .admitted }
+            // Before the policy source's first load nothing tells a managed account from an unmanaged one, or
+            // a blocked one from an allowed one: nobody is admitted (deny by default).
+            guard state.policiesLoaded else {
+                return .refused(AdmissionError(
+                    account: account, result: .failed, cause: .unavailable("the policy source has not loaded its policies yet")))
+            }
             if let block = Self.blockReason(for: account, in: state), !Self.retriesDenial(of: account, at: now, in: state) {
                 return .refused(AdmissionError(account: account, result: .notAllowed, cause: .blocked(block)))
             }
