@@ -66,6 +66,26 @@ struct ConcurrencyTests {
         #expect(fixture.handlerRuns.value == tokens.count)
     }
 
+    @Test("a synchronous handler, concurrently for 16 accounts over real connections: it may run outside the scope (no identity), never under another account")
+    func synchronousHandlers() async throws {
+        let fixture = try Fixture(accounts: crowd)
+        let tokens = try (0..<(crowd.count * 2)).map { try fixture.token(crowd[$0 % crowd.count]) }
+        try await fixture.withLiveServer { server in
+            try await withThrowingTaskGroup(of: (Int, ClientResponse).self) { group in
+                for (index, token) in tokens.enumerated() {
+                    group.addTask { (index, try await server.send(.GET, "sync", headers: header(token))) }
+                }
+                for try await (index, response) in group {
+                    let account = crowd[index % crowd.count].name
+                    #expect(response.status == .ok)
+                    let seen = response.text.split(separator: " ").map(String.init)
+                    #expect(seen.first == account)
+                    #expect(seen.last == account || seen.last == "-", "\(account)'s synchronous handler ran as \(seen)")
+                }
+            }
+        }
+    }
+
     func check(
         _ status: HTTPResponseStatus, _ result: ([String], String)?, for account: Identity,
         sourceLocation: SourceLocation = #_sourceLocation

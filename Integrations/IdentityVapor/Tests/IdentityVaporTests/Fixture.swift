@@ -49,7 +49,7 @@ struct Fixture {
         try signer.sign(account: account, tenant: tenant ?? TenantID.domain(of: account)?.rawValue, audience: audience)
     }
 
-    /// An application with the routes behind the middleware (`/whoami`, `/hops`, `/missing`, `/fails`,
+    /// An application with the routes behind the middleware (`/whoami`, `/sync`, `/hops`, `/missing`, `/fails`,
     /// `/admits-another`, `/upload`, `/stream`) and one outside it (`/public`).
     func withApplication(_ test: (Application) async throws -> Void) async throws {
         try await withApp(configure: configure, test)
@@ -66,6 +66,11 @@ struct Fixture {
         protected.get("whoami") { request async -> String in
             runs.increment()
             return await Self.whoami(request)
+        }
+        // A synchronous handler: Vapor may call it on the event loop, outside the admission scope.
+        protected.get("sync") { request -> String in
+            runs.increment()
+            return "\(request.admittedIdentity?.account.name ?? "-") \(IdentityContext.currentThreadIdentity?.name ?? "-")"
         }
         protected.get("hops") { request async throws -> String in
             runs.increment()
