@@ -136,7 +136,8 @@ public struct IdentityProblem: AbortError, Sendable, Hashable, CustomStringConve
             tokenWasSent: true, typeBase: typeBase)
     }
 
-    private struct Body: Encodable {
+    /// The members of the document, in the order of RFC 9457 and then the extensions (encoded sorted).
+    struct Document: Codable {
         let type: String
         let title: String
         let status: Int
@@ -149,7 +150,7 @@ public struct IdentityProblem: AbortError, Sendable, Hashable, CustomStringConve
 
     /// The problem document as bytes (JSON, keys sorted, absent members left out).
     public var json: [UInt8] {
-        let body = Body(
+        let body = Document(
             type: type, title: title, status: Int(status.code), detail: detail, code: code,
             assertionError: assertionError, admissionResult: admissionResult, account: account)
         let encoder = JSONEncoder()

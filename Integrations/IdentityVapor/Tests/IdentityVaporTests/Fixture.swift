@@ -3,7 +3,7 @@ import Foundation
 import IdentityPolicy
 import IdentityProtection  // the assertion types: the one import to switch when they move
 import IdentityRuntime
-import IdentityVapor
+@testable import IdentityVapor  // IdentityProblem.Document, to read refusals
 import Synchronization
 import Testing
 import Vapor
@@ -44,6 +44,26 @@ struct Fixture {
     }
 
     var middleware: IdentityMiddleware { IdentityMiddleware(verifier: verifier, policies: policies) }
+
+    /// The middleware over this fixture's verifier and policies, configured otherwise.
+    func middleware(
+        assertionHeader: HTTPHeaders.Name = IdentityMiddleware.defaultAssertionHeader, acceptsBearerToken: Bool = true,
+        checksTenant: Bool = true, problemTypeBase: String = "https://identity-runtime.invalid/problems/"
+    ) -> IdentityMiddleware {
+        IdentityMiddleware(
+            verifier: verifier, policies: policies, assertionHeader: assertionHeader,
+            acceptsBearerToken: acceptsBearerToken, checksTenant: checksTenant, problemTypeBase: problemTypeBase)
+    }
+
+    /// An application whose one route, `/whoami`, stands behind `middleware` and answers the thread identity
+    /// and the admitted tenant.
+    func withApplication(behind middleware: IdentityMiddleware, _ test: (Application) async throws -> Void) async throws {
+        try await withApp(configure: { app in
+            app.grouped(middleware).get("whoami") { request async -> String in
+                "\(IdentityContext.currentThreadIdentity?.name ?? "-") \(request.admittedIdentity?.tenant ?? "-")"
+            }
+        }, test)
+    }
 
     func token(_ account: Identity, tenant: String? = nil, audience: String = "documents") throws -> String {
         try signer.sign(account: account, tenant: tenant ?? TenantID.domain(of: account)?.rawValue, audience: audience)
@@ -206,20 +226,9 @@ final class LateSource: PolicySource {
 }
 
 /// The problem document of a refusal.
-struct Problem: Decodable {
-    let type: String
-    let title: String
-    let status: Int
-    let detail: String
-    let code: String
-    let assertionError: Int?
-    let admissionResult: Int?
-    let account: String?
-}
-
-func problem(_ response: TestingHTTPResponse) throws -> Problem {
+func problem(_ response: TestingHTTPResponse) throws -> IdentityProblem.Document {
     #expect(response.headers.first(name: .contentType) == "application/problem+json")
-    return try JSONDecoder().decode(Problem.self, from: Data(buffer: response.body))
+    return try JSONDecoder().decode(IdentityProblem.Document.self, from: Data(buffer: response.body))
 }
 
 func header(_ token: String) -> HTTPHeaders {

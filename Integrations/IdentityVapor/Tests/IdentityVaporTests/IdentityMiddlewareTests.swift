@@ -2,7 +2,7 @@ import Foundation
 import IdentityPolicy
 import IdentityProtection  // the assertion types: the one import to switch when they move
 import IdentityRuntime
-import IdentityVapor
+@testable import IdentityVapor  // IdentityProblem.Document, to read refusals
 import Testing
 import Vapor
 import VaporTesting
@@ -89,33 +89,23 @@ struct IdentityMiddlewareTests {
 
     // MARK: Errors of the handler
 
-    @Test("an error of the handler is the handler's (Abort 404, a thrown error 500 through Vapor's ErrorMiddleware), not an admission refusal")
+    @Test("an error of the handler is the handler's, rendered by Vapor's ErrorMiddleware, never a refusal: Abort 404, a thrown error 500, and an AdmissionError of the handler's own (it admits another, blocked account) 500, not a 403 problem")
     func handlerErrorsPassThrough() async throws {
         let fixture = try Fixture()
+        let cases: [(path: String, status: HTTPResponseStatus, reason: String?)] = [
+            ("missing", .notFound, "no such document"), ("fails", .internalServerError, nil),
+            ("admits-another", .internalServerError, nil),
+        ]
         try await fixture.withApplication { app in
-            try await app.testing().test(.GET, "missing", headers: header(try fixture.token(alice))) { response in
-                #expect(response.status == .notFound)
-                #expect(response.headers.first(name: .contentType) != "application/problem+json")
-                #expect(String(buffer: response.body).contains("no such document"))
-            }
-            try await app.testing().test(.GET, "fails", headers: header(try fixture.token(alice))) { response in
-                #expect(response.status == .internalServerError)
-                #expect(response.headers.first(name: .contentType) != "application/problem+json")
+            for (path, status, reason) in cases {
+                try await app.testing().test(.GET, path, headers: header(try fixture.token(alice))) { response in
+                    #expect(response.status == status, "\(path)")
+                    #expect(response.headers.first(name: .contentType) != "application/problem+json", "\(path)")
+                    if let reason { #expect(String(buffer: response.body).contains(reason)) }
+                }
             }
         }
-        #expect(fixture.handlerRuns.value == 2)
-    }
-
-    @Test("an AdmissionError the handler throws (it admits another, blocked account) is the handler's 500, not a 403 problem")
-    func handlersOwnAdmissionError() async throws {
-        let fixture = try Fixture()
-        try await fixture.withApplication { app in
-            try await app.testing().test(.GET, "admits-another", headers: header(try fixture.token(alice))) { response in
-                #expect(response.status == .internalServerError)
-                #expect(response.headers.first(name: .contentType) != "application/problem+json")
-            }
-        }
-        #expect(fixture.handlerRuns.value == 1)
+        #expect(fixture.handlerRuns.value == cases.count)
     }
 
     // MARK: Refusals: the token
@@ -139,21 +129,6 @@ struct IdentityMiddlewareTests {
             }
         }
         #expect(fixture.handlerRuns.value == 0)
-    }
-
-    @Test("without acceptsBearerToken, Authorization: Bearer is no token")
-    func bearerRefusedWhenOff() async throws {
-        let fixture = try Fixture()
-        let token = try fixture.token(alice)
-        try await withApp { app in
-            app.grouped(IdentityMiddleware(verifier: fixture.verifier, policies: fixture.policies, acceptsBearerToken: false))
-                .get("whoami") { _ async -> String in "served" }
-            try await app.testing().test(.GET, "whoami", headers: ["Authorization": "Bearer \(token)"]) { response in
-                #expect(response.status == .unauthorized)
-                let code = try problem(response).code
-                #expect(code == "missing-token")
-            }
-        }
     }
 
     @Test("a forged token (another key under the same key ID): 401 bad-signature with the AssertionError code")
@@ -267,12 +242,10 @@ struct IdentityMiddlewareTests {
             fixture, headers: header(try fixture.token(alice, tenant: "fabrikam.com")), status: .unauthorized,
             code: "tenant-mismatch")
         let token = try fixture.token(alice, tenant: "fabrikam.com")
-        try await withApp { app in
-            app.grouped(IdentityMiddleware(verifier: fixture.verifier, policies: fixture.policies, checksTenant: false))
-                .get("whoami") { request async -> String in request.admittedIdentity?.tenant ?? "-" }
+        try await fixture.withApplication(behind: fixture.middleware(checksTenant: false)) { app in
             try await app.testing().test(.GET, "whoami", headers: header(token)) { response in
                 #expect(response.status == .ok)
-                #expect(String(buffer: response.body) == "contoso.com")
+                #expect(String(buffer: response.body) == "alice@contoso.com contoso.com")
             }
         }
     }
@@ -288,32 +261,23 @@ struct IdentityMiddlewareTests {
         try await expectRefusal(fixture, headers: twoAuthorizations, status: .unauthorized, code: "malformed-token", assertionError: 1)
     }
 
-    @Test("a custom assertion header is read (case-insensitively) and the default one is then ignored")
-    func customHeader() async throws {
+    @Test("the options: a custom assertion header (read case-insensitively; the default one is then no token), acceptsBearerToken off (Authorization: Bearer is no token), problemTypeBase")
+    func options() async throws {
         let fixture = try Fixture()
-        try await withApp { app in
-            app.grouped(IdentityMiddleware(verifier: fixture.verifier, policies: fixture.policies, assertionHeader: "X-Gateway-Identity"))
-                .get("whoami") { request async -> String in IdentityContext.currentThreadIdentity?.name ?? "-" }
+        let custom = fixture.middleware(
+            assertionHeader: "X-Gateway-Identity", acceptsBearerToken: false, problemTypeBase: "https://docs.example/errors#")
+        try await fixture.withApplication(behind: custom) { app in
             try await app.testing().test(.GET, "whoami", headers: ["x-gateway-identity": try fixture.token(carol)]) { response in
-                #expect(String(buffer: response.body) == "carol@fabrikam.com")
+                #expect(String(buffer: response.body) == "carol@fabrikam.com fabrikam.com")
             }
-            try await app.testing().test(.GET, "whoami", headers: header(try fixture.token(carol))) { response in
-                #expect(response.status == .unauthorized)
-                let code = try problem(response).code
-                #expect(code == "missing-token")
-            }
-        }
-    }
-
-    @Test("problemTypeBase sets the start of type")
-    func typeBase() async throws {
-        let fixture = try Fixture()
-        try await withApp { app in
-            app.grouped(IdentityMiddleware(verifier: fixture.verifier, policies: fixture.policies, problemTypeBase: "https://docs.example/errors#"))
-                .get("whoami") { _ async -> String in "served" }
-            try await app.testing().test(.GET, "whoami") { response in
-                let type = try problem(response).type
-                #expect(type == "https://docs.example/errors#missing-token")
+            let refused: [HTTPHeaders] = [header(try fixture.token(carol)), ["Authorization": "Bearer \(try fixture.token(carol))"]]
+            for headers in refused {
+                try await app.testing().test(.GET, "whoami", headers: headers) { response in
+                    #expect(response.status == .unauthorized)
+                    let body = try problem(response)
+                    #expect(body.code == "missing-token")
+                    #expect(body.type == "https://docs.example/errors#missing-token")
+                }
             }
         }
     }
