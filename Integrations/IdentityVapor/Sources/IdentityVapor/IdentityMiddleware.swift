@@ -106,7 +106,6 @@ public struct IdentityMiddleware: AsyncMiddleware {
     public func respond(to request: Request, chainingTo next: any AsyncResponder) async throws -> Response {
         let admitted: AdmittedIdentity
         do { admitted = try verify(request) } catch { return error.response() }
-        request.admittedIdentity = admitted
         request.logger[metadataKey: "identity"] = .string(admitted.account.name)
         let reason = AdmissionReason("\(request.method.rawValue) \(request.url.path)")
         // The chain's own errors travel inside the result, so that whatever withAdmittedIdentity throws is a
@@ -114,6 +113,8 @@ public struct IdentityMiddleware: AsyncMiddleware {
         let outcome: Result<Response, any Error>
         do {
             outcome = try await policies.withAdmittedIdentity(admitted.account, reason: reason) {
+                // Only once admitted: a refused request never carries an admitted identity.
+                request.admittedIdentity = admitted
                 do { return .success(try await next.respond(to: request)) } catch { return .failure(error) }
             }
         } catch let error as AdmissionError {

@@ -82,7 +82,7 @@ struct Fixture {
         app.get("public") { _ async -> String in
             "\(IdentityContext.currentThreadIdentity?.name ?? "-") \(IdentityContext.effectiveFileIdentity?.name ?? "-")"
         }
-        let protected = app.grouped(middleware)
+        let protected = app.grouped(FrontMiddleware()).grouped(middleware)
         protected.get("whoami") { request async -> String in
             runs.increment()
             return await Self.whoami(request)
@@ -197,6 +197,18 @@ struct Fixture {
 }
 
 struct HandlerFailure: Error {}
+
+/// Middleware in front of the identity middleware: it reports, in response headers, the thread identity it
+/// runs under (`x-front-identity`) and the request's admitted identity once the chain answered (`x-admitted`).
+struct FrontMiddleware: AsyncMiddleware {
+    func respond(to request: Request, chainingTo next: any AsyncResponder) async throws -> Response {
+        let front = IdentityContext.currentThreadIdentity?.name ?? "-"
+        let response = try await next.respond(to: request)
+        response.headers.replaceOrAdd(name: "x-front-identity", value: front)
+        response.headers.replaceOrAdd(name: "x-admitted", value: request.admittedIdentity?.account.name ?? "-")
+        return response
+    }
+}
 
 final class HandlerRuns: Sendable {
     private let count = Mutex(0)

@@ -22,6 +22,9 @@ struct IdentityMiddlewareTests {
                     "alice@contoso.com", "alice@contoso.com", "alice@contoso.com", "alice@contoso.com",
                     "alice@contoso.com", "-", "-", "encrypts", "contoso.com", "assertionHeader", "encrypts",
                 ])
+                // Middleware in front runs without the identity, and reads the admitted one after the chain.
+                #expect(response.headers.first(name: "x-front-identity") == "-")
+                #expect(response.headers.first(name: "x-admitted") == "alice@contoso.com")
             }
         }
         #expect(fixture.handlerRuns.value == 1)
@@ -393,6 +396,7 @@ struct IdentityMiddlewareTests {
                 #expect(body.status == Int(status.code), sourceLocation: sourceLocation)
                 #expect(body.type == "https://identity-runtime.invalid/problems/\(code)", sourceLocation: sourceLocation)
                 if let assertionError { #expect(body.assertionError == assertionError, sourceLocation: sourceLocation) }
+                #expect(response.headers.first(name: "x-admitted") == "-", "a refused request carries an admitted identity", sourceLocation: sourceLocation)
             }
         }
         #expect(fixture.handlerRuns.value == before, "a refused request ran a handler", sourceLocation: sourceLocation)
