@@ -4,7 +4,6 @@ import IdentityPolicy
 import IdentityProtection  // the assertion types: the one import to switch when they move
 import IdentityRuntime
 @testable import IdentityVapor  // IdentityProblem.Document, to read refusals
-import Synchronization
 import Testing
 import Vapor
 import VaporTesting
@@ -210,15 +209,31 @@ struct FrontMiddleware: AsyncMiddleware {
     }
 }
 
+/// A value behind an `NSLock`. Not `Synchronization.Mutex`: its Linux fast path is atomics in the
+/// uninstrumented standard library, which ThreadSanitizer does not see, so it reports the guarded accesses as
+/// races (seen here); `NSLock` is a pthread mutex, which it sees.
+final class Locked<Value>: @unchecked Sendable {
+    private let lock = NSLock()
+    private var value: Value
+
+    init(_ value: Value) { self.value = value }
+
+    func withLock<R>(_ body: (inout Value) -> R) -> R {
+        lock.lock()
+        defer { lock.unlock() }
+        return body(&value)
+    }
+}
+
 final class HandlerRuns: Sendable {
-    private let count = Mutex(0)
+    private let count = Locked(0)
     func increment() { count.withLock { $0 += 1 } }
     var value: Int { count.withLock { $0 } }
 }
 
 /// A policy source that has not read its policies yet, until ``load(_:)``.
 final class LateSource: PolicySource {
-    private let state = Mutex<(loaded: Bool, policies: PolicySet, handler: (@Sendable () -> Void)?)>((false, .empty, nil))
+    private let state = Locked<(loaded: Bool, policies: PolicySet, handler: (@Sendable () -> Void)?)>((false, .empty, nil))
 
     var policies: PolicySet { state.withLock { $0.policies } }
     var hasLoaded: Bool { state.withLock { $0.loaded } }
