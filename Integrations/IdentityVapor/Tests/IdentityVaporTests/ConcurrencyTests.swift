@@ -1,5 +1,4 @@
 import IdentityPolicy
-import IdentityProtection  // the assertion types: the one import to switch when they move
 import IdentityRuntime
 import IdentityVapor
 import Testing
@@ -34,8 +33,7 @@ struct ConcurrencyTests {
         let fixture = try Fixture(accounts: crowd)
         let perAccount = 4
         let tokens = try (0..<(crowd.count * perAccount)).map { try fixture.token(crowd[$0 % crowd.count]) }
-        let forger = IdentityAssertionSigner(key: try AssertionSigningKey(), keyID: "k1", issuer: "frontend")
-        let forged = try forger.sign(account: crowd[0], tenant: "contoso.com", audience: "documents")
+        let forged = try fixture.token(crowd[0], forged: true)
         enum Sent { case admitted(Int), anonymous, forged, publicRoute }
         try await fixture.withLiveServer { server in
             try await withThrowingTaskGroup(of: (Sent, ClientResponse).self) { group in

@@ -36,6 +36,14 @@ struct Fixture {
         policies.blockAccount(dave, reason: .clockedOut)
     }
 
+    /// A token for `account` that this service must refuse as another signer's: signed with a new key
+    /// (`forged`), or with the fixture's key under another key ID or issuer.
+    func token(_ account: Identity, forged: Bool = false, keyID: String = "k1", issuer: String = "frontend") throws -> String {
+        let key = forged ? try AssertionSigningKey() : signingKey
+        return try IdentityAssertionSigner(key: key, keyID: keyID, issuer: issuer)
+            .sign(account: account, tenant: TenantID.domain(of: account)?.rawValue, audience: "documents")
+    }
+
     static func tenantPolicies() -> StaticPolicySource {
         let contoso = Policy(identity: nil, isFileEncryptionRequired: true)
         let fabrikam = Policy(identity: nil, isFileEncryptionRequired: false)

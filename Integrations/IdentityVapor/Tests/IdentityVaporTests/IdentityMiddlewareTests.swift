@@ -1,6 +1,5 @@
 import Foundation
 import IdentityPolicy
-import IdentityProtection  // the assertion types: the one import to switch when they move
 import IdentityRuntime
 @testable import IdentityVapor  // IdentityProblem.Document, to read refusals
 import Testing
@@ -137,17 +136,16 @@ struct IdentityMiddlewareTests {
     @Test("a forged token (another key under the same key ID): 401 bad-signature with the AssertionError code")
     func forged() async throws {
         let fixture = try Fixture()
-        let forger = IdentityAssertionSigner(key: try AssertionSigningKey(), keyID: "k1", issuer: "frontend")
-        let token = try forger.sign(account: alice, tenant: "contoso.com", audience: "documents")
+        let token = try fixture.token(alice, forged: true)
         try await fixture.withApplication { app in
             try await app.testing().test(.GET, "whoami", headers: header(token)) { response in
                 #expect(response.status == .unauthorized)
                 #expect(response.headers.first(name: .wwwAuthenticate) == #"Bearer error="invalid_token""#)
                 let body = try problem(response)
                 #expect(body.code == "bad-signature")
-                #expect(body.assertionError == AssertionError.badSignature.code)
+                #expect(body.assertionError == 5)
                 #expect(body.title == "Invalid identity token")
-                #expect(body.detail == AssertionError.badSignature.description)
+                #expect(body.detail == "AssertionError 5: the signature does not verify")
             }
         }
         #expect(fixture.handlerRuns.value == 0)
@@ -161,13 +159,12 @@ struct IdentityMiddlewareTests {
         let noneHeader = Data(#"{"alg":"none","kid":"k1","typ":"JWT"}"#.utf8).base64EncodedString()
             .replacingOccurrences(of: "=", with: "").replacingOccurrences(of: "+", with: "-")
             .replacingOccurrences(of: "/", with: "_")
-        let otherKeyID = IdentityAssertionSigner(key: fixture.signingKey, keyID: "k9", issuer: "frontend")
         let cases: [(String, String, Int)] = [
             ([parts[0], otherClaims, parts[2]].joined(separator: "."), "bad-signature", 5),
             ([noneHeader, parts[1], ""].joined(separator: "."), "unsupported-algorithm", 2),
             ([noneHeader, parts[1], parts[2]].joined(separator: "."), "unsupported-algorithm", 2),
             ("not-a-token", "malformed-token", 1),
-            (try otherKeyID.sign(account: alice, tenant: "contoso.com", audience: "documents"), "unknown-key", 4),
+            (try fixture.token(alice, keyID: "k9"), "unknown-key", 4),
         ]
         try await fixture.withApplication { app in
             for (token, code, assertionError) in cases {
@@ -196,9 +193,7 @@ struct IdentityMiddlewareTests {
         try await expectRefusal(
             fixture, headers: header(try fixture.token(alice, audience: "billing")), status: .unauthorized,
             code: "wrong-audience", assertionError: 8)
-        let stranger = IdentityAssertionSigner(key: fixture.signingKey, keyID: "k1", issuer: "mallory")
-        let token = try stranger.sign(account: alice, tenant: "contoso.com", audience: "documents")
-        try await expectRefusal(fixture, headers: header(token), status: .unauthorized, code: "wrong-issuer", assertionError: 9)
+        try await expectRefusal(fixture, headers: header(try fixture.token(alice, issuer: "mallory")), status: .unauthorized, code: "wrong-issuer", assertionError: 9)
     }
 
     @Test("a token sent twice: the first is served, the replay gets 401 replayed-token")

@@ -1,6 +1,6 @@
 import Foundation
 import IdentityPolicy
-import IdentityProtection  // AssertionError: the one import to switch when the assertion types move
+import IdentityProtection  // AssertionError (switch this import when the assertion types move) and ProtectionError (stays)
 import IdentityRuntime
 @testable import IdentityVapor
 import Testing
