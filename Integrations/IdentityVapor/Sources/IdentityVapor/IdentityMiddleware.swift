@@ -1,0 +1,204 @@
+import IdentityPolicy
+import IdentityProtection  // IdentityAssertionVerifier, AssertionError (and ProtectionError, which stays here)
+import IdentityRuntime
+import Vapor
+
+/// A Vapor 4 middleware that runs the rest of the responder chain under the identity a request proves: the
+/// counterpart of IdentityHummingbird's `IdentityMiddleware`, with the same steps and the same refusals.
+///
+/// For each request, in order (the first that fails answers, and the rest of the chain never runs):
+/// 1. **Token.** The signed identity assertion (a compact JWS, see docs/service-boundary.md) is taken from
+///    ``assertionHeader`` (`x-identity-assertion`) if present, else from `Authorization: Bearer <token>` when
+///    ``acceptsBearerToken``. None: 401 `missing-token`. The assertion header sent twice: 401 `malformed-token`.
+/// 2. **Verification** by ``verifier``: signature, key ID, algorithm (EdDSA only), issuer, audience, expiry,
+///    replay. Refused: 401 with the `AssertionError`'s code (503 `replay-cache-full`).
+/// 3. **Tenant.** When ``checksTenant`` and the token names a tenant (`tid`), it must be the runtime's tenant of
+///    the account (``PolicyManager/tenant(of:)``): else 401 `tenant-mismatch`.
+/// 4. **Policies loaded.** While the ``policies``' policy source has not loaded (`PolicySource.hasLoaded`),
+///    nobody can tell whether the account is managed or what its policy is: 503 `policy-unavailable`.
+/// 5. **Admission** with ``PolicyManager/withAdmittedIdentity(_:reason:isolation:operation:)``: blocked,
+///    disallowed or claimed accounts and accounts an ``AdmissionCheck`` denies get 403; a check that cannot
+///    decide gets 503. The reason is `"METHOD /path"`.
+/// 6. **The rest of the chain** (later middleware and the route handler) runs with the account as its thread
+///    identity, and with ``Vapor/Request/admittedIdentity`` set (account, tenant, ``Policy``). The request's
+///    logger gets the metadata `identity`.
+///
+/// Refusals are answered here with ``IdentityProblem/response()``: an RFC 9457 `application/problem+json`
+/// document, the same as IdentityHummingbird's. They are responses, not errors, so Vapor's `ErrorMiddleware`
+/// leaves them as they are; middleware in front of this one sees a 401, 403 or 503 response. Errors of the
+/// rest of the chain (a handler's `Abort(.notFound)`) pass through unchanged.
+///
+/// ```swift
+/// let protected = app.grouped(IdentityMiddleware(verifier: verifier, policies: policies))
+/// protected.get("documents", ":name") { request async throws -> Response in
+///     // IdentityContext.effectiveFileIdentity == request.admittedIdentity?.account
+///     let policy = request.identityPolicy!                 // the account's Policy
+///     return try await serve(files.readFile(atPath: path)) // refused for another tenant's file
+/// }
+/// ```
+///
+/// ## Propagation
+/// - An `async` route handler and everything it awaits run inside the scope: the account is the thread
+///   identity there, also across suspension points. (Vapor runs the handler in a `Task` that the chain creates
+///   inside the scope, and a `Task` inherits the identity.)
+/// - `Task {}`, `async let` and task-group children created in the handler inherit it.
+/// - `IdentityDispatchQueue` blocks and `IdentityOperationQueue` operations submitted from the handler run
+///   under it (captured at submission).
+/// - `Task.detached`, a raw `DispatchQueue`, a raw `Thread`, and `EventLoopFuture` callbacks or
+///   `request.eventLoop.execute` blocks do **not** carry it: capture an `IdentitySnapshot` and run the work
+///   with `snapshot.run { … }` (or use IdentityNIO's `flow:` overloads). Write route handlers as `async`
+///   closures: Vapor may run a synchronous or `EventLoopFuture` handler on the request's event loop, outside the
+///   scope, where it has no identity (and data owned by managed accounts is refused to it).
+/// - Middleware added *before* this one (the application's `ErrorMiddleware`, for instance) runs without it.
+/// - A streamed response body (`Response.Body(asyncStream:)`, `managedAsyncStream:`, `stream:`) is written
+///   after the handler returns, outside the scope: capture an `IdentitySnapshot` in the handler and run the
+///   writer's work in it. A streamed *request* body read in the handler (`for try await chunk in
+///   request.body`, with `body: .stream`) is read under the identity.
+/// - The verified token is used up (replay protection): register the middleware once per route (twice, the
+///   second instance refuses the token as `replayed-token`). A call to another service signs a new assertion
+///   for that service's audience (`IdentityAssertionSigner`, or IdentityTracing's instrument).
+///
+/// > Warning: Put this middleware in front of every route that reads or writes account data. A route outside
+/// > it runs with no thread identity, so data owned by managed accounts is refused to it (and data it writes
+/// > is unowned).
+public struct IdentityMiddleware: AsyncMiddleware {
+    /// The header a verified assertion is read from, unless another is chosen: `x-identity-assertion`, the
+    /// header IdentityTracing's instrument writes.
+    public static let defaultAssertionHeader: HTTPHeaders.Name = "x-identity-assertion"
+
+    /// Verifies the tokens (keys, trusted issuers, this service's audience, the replay cache).
+    public let verifier: IdentityAssertionVerifier
+    /// Admits accounts, and answers their policies and tenants.
+    public let policies: PolicyManager
+    /// Where the assertion is looked for first (matched case-insensitively).
+    public let assertionHeader: HTTPHeaders.Name
+    /// Whether `Authorization: Bearer <token>` is accepted when the assertion header is absent.
+    public let acceptsBearerToken: Bool
+    /// Whether a token's `tid` must match the runtime's tenant of the account.
+    public let checksTenant: Bool
+    /// The start of each problem's `type` URI; the problem's code follows it. The default is under the
+    /// reserved `.invalid` domain (RFC 2606), which never resolves: set your own documentation URL.
+    public let problemTypeBase: String
+
+    /// - Parameters:
+    ///   - verifier: the assertion verifier of this service (its audience, trusted issuers and keys).
+    ///   - policies: the `PolicyManager` that admits accounts.
+    ///   - assertionHeader: the dedicated header (default `x-identity-assertion`).
+    ///   - acceptsBearerToken: accept `Authorization: Bearer` too (default `true`).
+    ///   - checksTenant: refuse a token whose `tid` is not the account's tenant (default `true`).
+    ///   - problemTypeBase: the base of the problem `type` URIs.
+    public init(
+        verifier: IdentityAssertionVerifier, policies: PolicyManager,
+        assertionHeader: HTTPHeaders.Name = IdentityMiddleware.defaultAssertionHeader,
+        acceptsBearerToken: Bool = true, checksTenant: Bool = true,
+        problemTypeBase: String = "https://identity-runtime.invalid/problems/"
+    ) {
+        self.verifier = verifier
+        self.policies = policies
+        self.assertionHeader = assertionHeader
+        self.acceptsBearerToken = acceptsBearerToken
+        self.checksTenant = checksTenant
+        self.problemTypeBase = problemTypeBase
+    }
+
+    /// Steps 1 to 6 (see the type's documentation): the rest of the chain's response under the admitted
+    /// identity, or the refusal's problem document.
+    public func respond(to request: Request, chainingTo next: any AsyncResponder) async throws -> Response {
+        let admitted: AdmittedIdentity
+        do { admitted = try verify(request) } catch { return error.response() }
+        request.logger[metadataKey: "identity"] = .string(admitted.account.name)
+        let reason = AdmissionReason("\(request.method.rawValue) \(request.url.path)")
+        // The chain's own errors travel inside the result, so that whatever withAdmittedIdentity throws is a
+        // refusal at the door (an AdmissionError) and never an error of the handler.
+        let outcome: Result<Response, any Error>
+        do {
+            outcome = try await policies.withAdmittedIdentity(admitted.account, reason: reason) {
+                // Only once admitted: a refused request never carries an admitted identity.
+                request.admittedIdentity = admitted
+                do { return .success(try await next.respond(to: request)) } catch { return .failure(error) }
+            }
+        } catch let error as AdmissionError {
+            return IdentityProblem.admission(error, typeBase: problemTypeBase).response()
+        }
+        return try outcome.get()
+    }
+
+    /// Steps 1 to 4: the verified identity of `request`, its tenant and its policy, or the problem. Verifying
+    /// uses the token up (replay protection). It sets nothing on the request and admits no one.
+    public func verify(_ request: Request) throws(IdentityProblem) -> AdmittedIdentity {
+        let (token, source) = try token(of: request)
+        let assertion: IdentityAssertion
+        do { assertion = try verifier.verify(token) } catch {
+            throw .token(error, typeBase: problemTypeBase)
+        }
+        let account = assertion.account
+        let known = policies.tenant(of: account)
+        if checksTenant, let claimed = assertion.tenant, let known, known != TenantID(claimed) {
+            throw .tenantMismatch(claimed: claimed, known: known.rawValue, typeBase: problemTypeBase)
+        }
+        // Before the source loads, policy(for:) would answer .unrestricted for every account: refuse instead.
+        if let refusal = policies.refusal(of: .create, to: account), case .policyUnavailable = refusal {
+            throw .policyUnavailable(refusal, account: account, typeBase: problemTypeBase)
+        }
+        return AdmittedIdentity(
+            account: account, tenant: known?.rawValue ?? assertion.tenant, policy: policies.policy(for: account),
+            assertion: assertion, source: source)
+    }
+
+    private func token(of request: Request) throws(IdentityProblem) -> (String, AdmittedIdentity.Source) {
+        let values = request.headers[assertionHeader]
+        if values.count > 1 {
+            throw .token(.malformed("\(values.count) \(assertionHeader) headers"), typeBase: problemTypeBase)
+        }
+        if let token = values.first { return (token, .assertionHeader) }
+        // Several Authorization lines are read as one, comma-joined (as HTTPFields reads them for
+        // IdentityHummingbird): never resolved by picking one.
+        let authorizations = request.headers[.authorization]
+        if acceptsBearerToken, !authorizations.isEmpty {
+            let authorization = authorizations.joined(separator: ", ")
+            // RFC 6750 §2.1: the scheme is case-insensitive, one space, then the token.
+            let scheme = authorization.prefix(7)
+            if scheme.count == 7, scheme.lowercased() == "bearer " {
+                return (String(authorization.dropFirst(7)), .bearerToken)
+            }
+        }
+        throw .missingToken(typeBase: problemTypeBase)
+    }
+}
+
+extension IdentityProblem {
+    /// A refused token.
+    static func token(_ error: AssertionError, typeBase: String) -> IdentityProblem {
+        let code = switch error {
+        case .malformed: "malformed-token"
+        case .unsupportedAlgorithm: "unsupported-algorithm"
+        case .unsupportedHeader: "unsupported-header"
+        case .unknownKey: "unknown-key"
+        case .badSignature: "bad-signature"
+        case .expired: "expired-token"
+        case .notYetValid: "token-not-yet-valid"
+        case .wrongAudience: "wrong-audience"
+        case .wrongIssuer: "wrong-issuer"
+        case .replayed: "replayed-token"
+        case .replayCacheFull: "replay-cache-full"
+        case .invalidAccount: "invalid-account"
+        case .lifetimeTooLong: "token-lifetime-too-long"
+        case .invalidTenant: "invalid-tenant"
+        }
+        if case .replayCacheFull = error {
+            return IdentityProblem(
+                code: code, title: "Identity service over capacity", status: .serviceUnavailable,
+                detail: error.description, assertionError: error.code, tokenWasSent: true, typeBase: typeBase)
+        }
+        return IdentityProblem(
+            code: code, title: "Invalid identity token", status: .unauthorized, detail: error.description,
+            assertionError: error.code, tokenWasSent: true, typeBase: typeBase)
+    }
+
+    /// The policy source has not loaded: the account may be managed, and its policy is unknown.
+    static func policyUnavailable(_ error: ProtectionError, account: Identity, typeBase: String) -> IdentityProblem {
+        IdentityProblem(
+            code: "policy-unavailable", title: "Policy unavailable", status: .serviceUnavailable,
+            detail: error.description, account: account.name, tokenWasSent: true, typeBase: typeBase)
+    }
+}
