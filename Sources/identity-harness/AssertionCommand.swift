@@ -1,5 +1,5 @@
 import Foundation
-import IdentityProtection
+import IdentityAssertions
 import IdentityRuntime
 
 /// `identity-harness assertion keygen | sign OPTIONS | verify OPTIONS`: the signed identity assertions from the

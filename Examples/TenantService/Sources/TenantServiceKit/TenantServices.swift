@@ -5,6 +5,7 @@ import Hummingbird
 import IdentityHummingbird
 import IdentityLogging
 import IdentityPolicy
+import IdentityAssertions
 import IdentityProtection
 import IdentityRuntime
 import Logging

@@ -1,6 +1,6 @@
 import AsyncHTTPClient
 import Foundation
-import IdentityProtection
+import IdentityAssertions
 import IdentityRuntime
 import NIOCore
 import NIOHTTP1

@@ -21,7 +21,7 @@
 // latency and throughput targets are reported (met / MISSED), not enforced: wall clock on a shared machine.
 import AsyncHTTPClient
 import Foundation
-import IdentityProtection
+import IdentityAssertions
 import IdentityRuntime
 import TenantServiceKit
 

@@ -1,5 +1,5 @@
 import IdentityPolicy
-import IdentityProtection
+import IdentityAssertions
 import IdentityRuntime
 
 /// The identity a request was admitted under, as ``IdentityMiddleware`` leaves it in the request context.

@@ -1,7 +1,7 @@
 import HTTPTypes
 import Hummingbird
 import IdentityPolicy
-import IdentityProtection
+import IdentityAssertions
 import IdentityRuntime
 
 /// A Hummingbird 2 middleware that runs the rest of the chain under the identity a request proves.

@@ -1,5 +1,5 @@
 import Foundation
-@testable import IdentityProtection
+@testable import IdentityAssertions
 import IdentityRuntime
 import IdentityTesting
 import Testing
@@ -80,8 +80,12 @@ struct IdentityAssertionTests {
         let key = try AssertionSigningKey()
         let again = try AssertionSigningKey(rawRepresentation: key.rawRepresentation)
         #expect(again.publicKey == key.publicKey)
-        #expect(throws: ProtectionError.self) { try AssertionSigningKey(rawRepresentation: [1, 2, 3]) }
-        #expect(throws: ProtectionError.self) { try AssertionVerificationKey(rawRepresentation: []) }
+        #expect(throws: AssertionError.invalidKey("an Ed25519 private key is 32 bytes, not 3")) {
+            try AssertionSigningKey(rawRepresentation: [1, 2, 3])
+        }
+        #expect(throws: AssertionError.invalidKey("an Ed25519 public key is 32 bytes, not 0")) {
+            try AssertionVerificationKey(rawRepresentation: [])
+        }
     }
 
     @Test("one key object shared by many threads: concurrent signatures and verifications all check out, also as copies die")
