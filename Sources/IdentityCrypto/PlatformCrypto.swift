@@ -206,15 +206,39 @@ package enum PlatformCrypto {
 
     /// SHA-256 digest.
     package static func sha256(_ bytes: [UInt8]) throws(CryptoFailure) -> [UInt8] {
+        let digest = bytes.withUnsafeBytes { buffer in Result { () throws(CryptoFailure) in try sha256(buffer) } }
+        return withUnsafeBytes(of: try digest.get().words) { Array($0) }
+    }
+
+    /// SHA-256 digest of `bytes`, as a value (no allocation).
+    package static func sha256(_ bytes: UnsafeRawBufferPointer) throws(CryptoFailure) -> SHA256Digest {
+        var digest = SHA256Digest(words: (0, 0, 0, 0))
         #if canImport(CryptoKit) || IDENTITY_SWIFT_CRYPTO
-        return Array(SHA256.hash(data: bytes))
+        let hash = SHA256.hash(data: bytes)
+        withUnsafeMutableBytes(of: &digest.words) { out in hash.withUnsafeBytes { out.copyMemory(from: $0) } }
         #else
-        var digest = [UInt8](repeating: 0, count: 32)
-        let status = digest.withUnsafeMutableBufferPointer { out in
-            bytes.withUnsafeBufferPointer { cidc_sha256($0.baseAddress, $0.count, out.baseAddress) }
+        let status = withUnsafeMutableBytes(of: &digest.words) { out in
+            cidc_sha256(bytes.baseAddress?.assumingMemoryBound(to: UInt8.self), bytes.count,
+                        out.baseAddress!.assumingMemoryBound(to: UInt8.self))
         }
         guard status == 1 else { throw .backend("SHA-256 failed") }
-        return digest
         #endif
+        return digest
+    }
+}
+
+/// A SHA-256 digest: 32 bytes in four words, compared and hashed as a value.
+package struct SHA256Digest: Hashable, Sendable {
+    package var words: (UInt64, UInt64, UInt64, UInt64)
+
+    package init(words: (UInt64, UInt64, UInt64, UInt64)) { self.words = words }
+
+    package static func == (lhs: Self, rhs: Self) -> Bool {
+        lhs.words.0 == rhs.words.0 && lhs.words.1 == rhs.words.1 && lhs.words.2 == rhs.words.2 && lhs.words.3 == rhs.words.3
+    }
+
+    package func hash(into hasher: inout Hasher) {
+        // The digest is already uniform: one word feeds the hasher (which is seeded per process).
+        hasher.combine(words.0)
     }
 }
