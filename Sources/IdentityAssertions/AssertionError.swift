@@ -1,6 +1,6 @@
 import Foundation
 
-/// Why an identity assertion could not be signed or was refused. Every case has a stable ``code``.
+/// Why an identity assertion could not be signed or was refused, or a key set was refused. Every case has a stable ``code``.
 ///
 /// | code | case | meaning |
 /// |---|---|---|
@@ -21,9 +21,10 @@ import Foundation
 /// | 15 | ``invalidKey(_:)`` | a signing or verification key that is not 32 bytes |
 /// | 16 | ``cryptoBackendFailure(_:)`` | the platform crypto (libcrypto, CryptoKit) failed for a reason unrelated to the input |
 /// | 17 | ``unsignable(_:)`` | the signer cannot write the assertion (a time that 64-bit whole seconds cannot hold) |
+/// | 18 | ``invalidKeySet(_:)`` | a JWKS document refused as a whole, with the ``AssertionKeySet/Refusal`` |
 ///
 /// Signing (``IdentityAssertionSigner``, ``AssertionSigningKey``), verifying (``IdentityAssertionVerifier``,
-/// ``AssertionVerificationKey``) all throw this one type.
+/// ``AssertionVerificationKey``) and reading key sets (``AssertionKeySet``) all throw this one type.
 public enum AssertionError: Error, Sendable, Hashable, CustomStringConvertible {
     case malformed(String)
     case unsupportedAlgorithm(String)
@@ -42,6 +43,7 @@ public enum AssertionError: Error, Sendable, Hashable, CustomStringConvertible {
     case invalidKey(String)
     case cryptoBackendFailure(String)
     case unsignable(String)
+    case invalidKeySet(AssertionKeySet.Refusal)
 
     public var code: Int {
         switch self {
@@ -62,6 +64,7 @@ public enum AssertionError: Error, Sendable, Hashable, CustomStringConvertible {
         case .invalidKey: 15
         case .cryptoBackendFailure: 16
         case .unsignable: 17
+        case .invalidKeySet: 18
         }
     }
 
@@ -84,6 +87,7 @@ public enum AssertionError: Error, Sendable, Hashable, CustomStringConvertible {
         case let .invalidKey(reason): "invalid key: \(reason)"
         case let .cryptoBackendFailure(reason): "the crypto library failed: \(reason)"
         case let .unsignable(reason): "cannot sign: \(reason)"
+        case let .invalidKeySet(refusal): "key set refused: \(refusal)"
         }
         return "AssertionError \(code): \(detail)"
     }

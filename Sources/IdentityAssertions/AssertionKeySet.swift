@@ -1,5 +1,5 @@
 /// A set of assertion verification keys by key ID (`kid`), as an ``IdentityAssertionVerifier`` holds them, with a
-/// JWKS (RFC 7517) representation both ways: ``jwks`` publishes the public keys, ``init(jwks:)-(String)``
+/// JWKS (RFC 7517) representation both ways: ``jwks`` publishes the public keys, `init(jwks:)`
 /// reads a published set strictly.
 ///
 /// Key IDs are matched byte for byte (RFC 7519 §7.3): `"café"` composed and decomposed are two IDs, as a

@@ -124,7 +124,7 @@ public final class IdentityAssertionVerifier: Sendable {
     }
 
     /// A verifier of the keys of `keySet` (for example read from a JWKS document,
-    /// ``AssertionKeySet/init(jwks:)-(String)``); the other parameters as in
+    /// `AssertionKeySet(jwks:)`); the other parameters as in
     /// ``init(keys:issuers:audience:mode:clockSkew:replayCacheCapacity:tokenCacheCapacity:maximumLifetime:clock:)``.
     public init(
         keySet: AssertionKeySet, issuers: Set<String>, audience: String, mode: Mode = .singleUse,

@@ -107,7 +107,7 @@ public struct IdentityProblem: HTTPResponseError, Sendable, Hashable, CustomStri
         case .lifetimeTooLong: "token-lifetime-too-long"
         case .invalidTenant: "invalid-tenant"
         // Not answers of `verify` about a token (keys, signing, key sets); a verifier that reported one failed.
-        case .invalidKey, .cryptoBackendFailure, .unsignable: "verification-failed"
+        case .invalidKey, .cryptoBackendFailure, .unsignable, .invalidKeySet: "verification-failed"
         }
         if case .cryptoBackendFailure = error {
             return IdentityProblem(
