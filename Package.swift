@@ -68,7 +68,7 @@ let package = Package(
         ),
         .executableTarget(
             name: "identity-harness",
-            dependencies: ["IdentityRuntime", "IdentityTesting", "IdentityProtection", "IdentityAssertions", "IdentityPolicy", "IsolationStress", "CIdentityCrypto"],
+            dependencies: ["IdentityRuntime", "IdentityTesting", "IdentityProtection", "IdentityAssertions", "IdentityCrypto", "IdentityPolicy", "IsolationStress", "CIdentityCrypto"],
             swiftSettings: strictSettings
         ),
         .executableTarget(

@@ -84,7 +84,8 @@ public final class IdentityAssertionVerifier: Sendable {
     public let clockSkew: TimeInterval
     /// Single-use mode: the most unexpired token IDs remembered.
     public let replayCacheCapacity: Int
-    /// Reusable mode: the most verified tokens kept.
+    /// Reusable mode: the most verified tokens kept (each with its bytes, at most ``maximumTokenLength``; a
+    /// typical token of 400 bytes takes about 1 KiB in the cache).
     public let tokenCacheCapacity: Int
     /// The longest lifetime (`exp - iat`, seconds) a token may have: one that claims more is refused
     /// (``AssertionError/lifetimeTooLong(seconds:maximum:)``).

@@ -11,6 +11,11 @@ final class TestClock: Sendable {
     func advance(_ seconds: TimeInterval) { now.withLock { $0 = $0.addingTimeInterval(seconds) } }
 }
 
+/// The ``AssertionError/code`` `verifier` refuses `token` with, or `nil` when it accepts it.
+func refusalCode(_ verifier: IdentityAssertionVerifier, _ token: String) -> Int? {
+    do throws(AssertionError) { _ = try verifier.verify(token); return nil } catch { return error.code }
+}
+
 struct AssertionFixture {
     let clock = TestClock()
     let key: AssertionSigningKey
@@ -40,6 +45,14 @@ struct AssertionFixture {
         return input + "." + Base64URL.encode(signature)
     }
 
+    /// Adds a new key as `id` to `verifier` (this fixture's by default); returns a token of bob signed with it.
+    func tokenOfSecondKey(_ id: String = "k2", addedTo verifier: IdentityAssertionVerifier? = nil) throws -> String {
+        let key = try AssertionSigningKey()
+        (verifier ?? self.verifier).addKey(key.publicKey, id: id)
+        return try IdentityAssertionSigner(key: key, keyID: id, issuer: "frontend")
+            .sign(account: "bob@contoso.com", audience: "documents", now: clock.date)
+    }
+
     var claims: String {
         let now = Int64(clock.date.timeIntervalSince1970)
         return #"{"aud":"documents","exp":\#(now + 300),"iat":\#(now),"iss":"frontend","jti":"\#(UUID().uuidString)","sub":"alice@contoso.com"}"#
@@ -64,10 +77,7 @@ struct IdentityAssertionTests {
     @Test("rotation: tokens of the old and the new key verify until the old key is removed")
     func rotation() throws {
         let f = try AssertionFixture()
-        let newKey = try AssertionSigningKey()
-        let newSigner = IdentityAssertionSigner(key: newKey, keyID: "k2", issuer: "frontend")
-        f.verifier.addKey(newKey.publicKey, id: "k2")
-        let old = try f.token(), new = try newSigner.sign(account: "bob@contoso.com", audience: "documents", now: f.clock.date)
+        let old = try f.token(), new = try f.tokenOfSecondKey()
         #expect(try f.verifier.verify(old).account == "alice@contoso.com")
         #expect(try f.verifier.verify(new).account == "bob@contoso.com")
         f.verifier.removeKey(id: "k1")
