@@ -15,6 +15,15 @@ struct ReusableFixture {
             keys: ["k1": base.key.publicKey], issuers: ["frontend"], audience: "documents", mode: .reusable,
             tokenCacheCapacity: capacity, clock: { clock.date })
     }
+
+    /// Two tokens verified (so cached): alice's of key `k1`, bob's of a second key `k2`.
+    func twoCachedTokens() throws -> (k1: String, k2: String) {
+        let tokens = (k1: try base.token(), k2: try base.tokenOfSecondKey(addedTo: verifier))
+        _ = try verifier.verify(tokens.k1)
+        _ = try verifier.verify(tokens.k2)
+        #expect(verifier.cachedTokenCount == 2)
+        return tokens
+    }
 }
 
 @Suite("Verifier modes: single-use assertions and reusable bearer tokens")
@@ -119,10 +128,7 @@ struct VerifierModeTests {
     @Test("reusable: removing the key drops its cached tokens; adding it back verifies them in full again")
     func keyRemoval() throws {
         let f = try ReusableFixture()
-        let token = try f.base.token(), kept = try f.base.tokenOfSecondKey(addedTo: f.verifier)
-        _ = try f.verifier.verify(token)
-        _ = try f.verifier.verify(kept)
-        #expect(f.verifier.cachedTokenCount == 2)
+        let (token, kept) = try f.twoCachedTokens()
         f.verifier.removeKey(id: "k1")
         #expect(f.verifier.cachedTokenCount == 1)
         #expect(refusalCode(f.verifier, token) == 4)
@@ -146,9 +152,7 @@ struct VerifierModeTests {
     @Test("replaceKeys(with:) installs exactly the new set: unchanged keys keep their tokens, dropped keys lose them")
     func replaceKeySet() throws {
         let f = try ReusableFixture()
-        let token1 = try f.base.token(), token2 = try f.base.tokenOfSecondKey(addedTo: f.verifier)
-        _ = try f.verifier.verify(token1)
-        _ = try f.verifier.verify(token2)
+        let (token1, token2) = try f.twoCachedTokens()
         var next = f.verifier.keySet
         #expect(next.keyIDs == ["k1", "k2"])
         next.removeKey(id: "k2")
