@@ -11,6 +11,7 @@ let package = Package(
     products: [
         .library(name: "IdentityRuntime", targets: ["IdentityRuntime"]),
         .library(name: "IdentityProtection", targets: ["IdentityProtection"]),
+        .library(name: "IdentityAssertions", targets: ["IdentityAssertions"]),
         .library(name: "IdentityPolicy", targets: ["IdentityPolicy"]),
         .library(name: "IdentityTesting", targets: ["IdentityTesting"]),
         .executable(name: "identity-harness", targets: ["identity-harness"]),
@@ -25,10 +26,27 @@ let package = Package(
             pkgConfig: "libcrypto",
             providers: [.apt(["libssl-dev"])]
         ),
+        // The platform crypto (libcrypto on Linux, CryptoKit on Apple platforms) that IdentityProtection and
+        // IdentityAssertions share: an internal target (`package` access), not a product.
+        .target(
+            name: "IdentityCrypto",
+            dependencies: [
+                .target(name: "CIdentityCrypto", condition: .when(platforms: [.linux])),
+            ],
+            swiftSettings: strictSettings
+        ),
+        .target(
+            name: "IdentityAssertions",
+            dependencies: ["IdentityRuntime", "IdentityCrypto"],
+            swiftSettings: strictSettings
+        ),
         .target(
             name: "IdentityProtection",
             dependencies: [
                 "IdentityRuntime",
+                "IdentityCrypto",
+                // Re-exported for one release (deprecated): the assertions used to be part of this module.
+                "IdentityAssertions",
                 .target(name: "CIdentityCrypto", condition: .when(platforms: [.linux])),
             ],
             swiftSettings: strictSettings
@@ -50,7 +68,7 @@ let package = Package(
         ),
         .executableTarget(
             name: "identity-harness",
-            dependencies: ["IdentityRuntime", "IdentityTesting", "IdentityProtection", "IdentityPolicy", "IsolationStress", "CIdentityCrypto"],
+            dependencies: ["IdentityRuntime", "IdentityTesting", "IdentityProtection", "IdentityAssertions", "IdentityCrypto", "IdentityPolicy", "IsolationStress", "CIdentityCrypto"],
             swiftSettings: strictSettings
         ),
         .executableTarget(
@@ -85,6 +103,11 @@ let package = Package(
             name: "IdentityProtectionTests",
             dependencies: ["IdentityProtection", "IdentityRuntime", "IdentityTesting"],
             exclude: ["Fixtures"],
+            swiftSettings: strictSettings
+        ),
+        .testTarget(
+            name: "IdentityAssertionsTests",
+            dependencies: ["IdentityAssertions", "IdentityRuntime", "IdentityTesting"],
             swiftSettings: strictSettings
         ),
         .testTarget(

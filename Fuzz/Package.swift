@@ -31,11 +31,16 @@ let package = Package(
             dependencies: [.product(name: "IdentityPolicy", package: "swift-identity-runtime")]
         ),
         .executableTarget(
+            name: "FuzzJWKS",
+            dependencies: [.product(name: "IdentityAssertions", package: "swift-identity-runtime")]
+        ),
+        .executableTarget(
             name: "make-seeds",
             dependencies: [
                 "FuzzSupport",
                 .product(name: "IdentityProtection", package: "swift-identity-runtime"),
                 .product(name: "IdentityRuntime", package: "swift-identity-runtime"),
+                .product(name: "IdentityAssertions", package: "swift-identity-runtime"),
             ]
         ),
     ],

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Builds the libFuzzer targets (with AddressSanitizer) and runs each for SECONDS (default 30).
 #
-#     Fuzz/run.sh [SECONDS] [TARGET...]      targets: FuzzEnvelope FuzzEncryptedFile FuzzPolicyDocument FuzzSettings
+#     Fuzz/run.sh [SECONDS] [TARGET...]      targets: FuzzEnvelope FuzzEncryptedFile FuzzPolicyDocument FuzzSettings FuzzJWKS
 #
 # Seeds come from Corpus/<target>/ (committed; regenerate with `swift run make-seeds`); what the fuzzer adds
 # goes to artifacts/corpus/<target>/, and a crashing input to artifacts/<target>-crash-*. Exits non-zero when
@@ -11,7 +11,7 @@ cd "$(dirname "$0")"
 seconds="${1:-30}"
 shift || true
 targets=("$@")
-if [ ${#targets[@]} -eq 0 ]; then targets=(FuzzEnvelope FuzzEncryptedFile FuzzPolicyDocument FuzzSettings); fi
+if [ ${#targets[@]} -eq 0 ]; then targets=(FuzzEnvelope FuzzEncryptedFile FuzzPolicyDocument FuzzSettings FuzzJWKS); fi
 
 # SwiftPM's --sanitize=fuzzer (so that it leaves main to libFuzzer) plus one -sanitize=fuzzer,address for the
 # compiler, which keeps only its last -sanitize option: with SwiftPM's `--sanitize=fuzzer --sanitize=address`

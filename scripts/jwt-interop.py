@@ -8,12 +8,17 @@
 3. Python forges: alg none, HS256 keyed with the public key, another key, a tampered payload, an embedded
    jwk header, an unknown kid, the wrong audience and issuer, an expired token, a replay. Swift refuses each
    with the expected error code.
+4. JWKS both ways: PyJWT verifies Swift's tokens with the key it takes from Swift's published JWKS
+   (`PyJWKSet.from_json`); Swift verifies PyJWT's tokens with a key set read from a JWKS Python wrote
+   (`OKPAlgorithm.to_jwk`), in single-use and reusable mode, and refuses a Python JWKS that holds a private key.
 Prints one line per check and 'N passed, N failed'; exits 1 on any failure.
 """
 import base64
 import json
+import os
 import subprocess
 import sys
+import tempfile
 import time
 import uuid
 
@@ -42,6 +47,18 @@ def swift_verify(public_key_raw, kid, tokens):
          "--issuer", ISSUER, "--audience", AUDIENCE],
         input="\n".join(tokens) + "\n", capture_output=True, text=True, check=True)
     return process.stdout.strip().splitlines()
+
+
+def swift_verify_jwks(jwks_text, tokens, mode="single-use"):
+    """Verifies every token with one Swift verifier whose keys come from the JWKS document `jwks_text`."""
+    with tempfile.NamedTemporaryFile("w", suffix=".json", delete=False) as file:
+        file.write(jwks_text)
+    try:
+        return subprocess.run(
+            [HARNESS, "assertion", "verify", "--jwks", file.name, "--issuer", ISSUER, "--audience", AUDIENCE,
+             "--mode", mode], input="\n".join(tokens) + "\n", capture_output=True, text=True)
+    finally:
+        os.unlink(file.name)
 
 
 def claims(**overrides):
@@ -129,6 +146,60 @@ for (name, _, code), answer in zip(forgeries, answers):
     check(f"Swift refuses the forgery '{name}' with code {code}", answer.startswith(f"refused {code} "), answer)
 check("Swift accepts a token once", answers[len(forgeries)] == 'accepted "alice@contoso.com" "contoso.com"', answers[len(forgeries):])
 check("Swift refuses its replay with code 10", answers[len(forgeries) + 1].startswith("refused 10 "), answers[len(forgeries):])
+
+# 4. JWKS both ways.
+# Swift signs and publishes its key as JWKS; PyJWT takes the key from that document.
+with tempfile.TemporaryDirectory() as directory:
+    jwks_path = os.path.join(directory, "swift-jwks.json")
+    token = subprocess.run(
+        [HARNESS, "assertion", "sign", "--private-key", swift_private.hex(), "--kid", "sw1", "--issuer", ISSUER,
+         "--audience", AUDIENCE, "--account", "carol@contoso.com", "--tenant", "contoso.com", "--jwks-out", jwks_path],
+        capture_output=True, text=True, check=True).stdout.strip()
+    with open(jwks_path) as file:
+        swift_jwks = file.read()
+try:
+    key_set = jwt.PyJWKSet.from_json(swift_jwks)
+    kid = jwt.get_unverified_header(token)["kid"]
+    matching = [key for key in key_set.keys if key.key_id == kid]
+    published = json.loads(swift_jwks)["keys"][0]
+    check("Swift's JWKS is an OKP Ed25519 signing key PyJWT reads",
+          len(matching) == 1 and matching[0].algorithm_name == "EdDSA" and published["kty"] == "OKP"
+          and published["crv"] == "Ed25519" and published["use"] == "sig" and "d" not in published, swift_jwks)
+    decoded = jwt.decode(token, matching[0].key, algorithms=["EdDSA"], audience=AUDIENCE, issuer=ISSUER)
+    check("PyJWT verifies a Swift token with the key from Swift's JWKS", decoded["sub"] == "carol@contoso.com", decoded)
+except (jwt.PyJWTError, KeyError, IndexError) as error:
+    check("PyJWT verifies a Swift token with the key from Swift's JWKS", False, repr(error))
+
+# Python publishes its key as JWKS; Swift reads it and verifies PyJWT's tokens.
+python_jwk = json.loads(jwt.algorithms.OKPAlgorithm.to_jwk(python_key.public_key()))
+python_jwk.update({"kid": "py-jwks", "use": "sig", "alg": "EdDSA"})
+python_jwks = json.dumps({"keys": [python_jwk]})
+check("PyJWT reads back its own JWKS", jwt.PyJWKSet.from_json(python_jwks).keys[0].key_id == "py-jwks")
+bearer = jwt.encode(claims(), python_key, algorithm="EdDSA", headers={"kid": "py-jwks"})
+other_kid = jwt.encode(claims(), python_key, algorithm="EdDSA", headers={"kid": "py1"})
+single = swift_verify_jwks(python_jwks, [bearer, bearer, other_kid])
+answers = single.stdout.strip().splitlines()
+check("Swift verifies a PyJWT token with a key set read from Python's JWKS (single-use: then a replay)",
+      single.returncode == 0 and len(answers) == 3 and answers[0] == 'accepted "alice@contoso.com" "contoso.com"'
+      and answers[1].startswith("refused 10 ") and answers[2].startswith("refused 4 "), (single.stdout, single.stderr))
+reusable = swift_verify_jwks(python_jwks, [bearer, bearer, bearer], mode="reusable")
+answers = reusable.stdout.strip().splitlines()
+check("Swift accepts a PyJWT bearer token at every use with a reusable verifier over Python's JWKS",
+      reusable.returncode == 0 and answers == ['accepted "alice@contoso.com" "contoso.com"'] * 3, (reusable.stdout, reusable.stderr))
+# A JWKS that holds a private key is refused as a whole, before any token.
+private_jwk = json.loads(jwt.algorithms.OKPAlgorithm.to_jwk(python_key))
+private_jwk.update({"kid": "py-jwks"})
+refused = swift_verify_jwks(json.dumps({"keys": [private_jwk]}), [bearer])
+check("Swift refuses a Python JWKS holding a private key (d) with code 18",
+      refused.returncode != 0 and "refused 18 " in refused.stderr and refused.stdout == "", (refused.stdout, refused.stderr))
+# A second key with the same kid, and another curve (crv X25519), are refused too.
+refused = swift_verify_jwks(json.dumps({"keys": [python_jwk, dict(python_jwk)]}), [bearer])
+check("Swift refuses a JWKS with a duplicate kid with code 18", refused.returncode != 0 and "refused 18 " in refused.stderr,
+      refused.stderr)
+x25519 = dict(python_jwk, crv="X25519")
+refused = swift_verify_jwks(json.dumps({"keys": [x25519]}), [bearer])
+check("Swift refuses an X25519 key in a JWKS with code 18", refused.returncode != 0 and "refused 18 " in refused.stderr,
+      refused.stderr)
 
 passed, failed = sum(results), len(results) - sum(results)
 print(f"{passed} passed, {failed} failed")

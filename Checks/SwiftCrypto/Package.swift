@@ -1,8 +1,8 @@
 // swift-tools-version:6.1
 import PackageDescription
 
-// Check-only package: builds IdentityProtection's CryptoKit branch on Linux against apple/swift-crypto (the
-// same API as CryptoKit) and runs the protection tests on it. The targets are the root package's own sources,
+// Check-only package: builds the CryptoKit branch of the shared crypto (IdentityCrypto) on Linux against
+// apple/swift-crypto (the same API as CryptoKit) and runs the protection and assertion tests on it. The targets are the root package's own sources,
 // reached through symbolic links in Sources/ and Tests/; the root package keeps no package dependencies.
 //
 //     cd Checks/SwiftCrypto && swift test
@@ -19,13 +19,20 @@ let package = Package(
         // Still linked on Linux for <sys/xattr.h> (file owners); the crypto itself comes from swift-crypto.
         .systemLibrary(name: "CIdentityCrypto", pkgConfig: "libcrypto", providers: [.apt(["libssl-dev"])]),
         .target(
+            name: "IdentityCrypto",
+            dependencies: [.product(name: "Crypto", package: "swift-crypto")],
+            swiftSettings: strictSettings + [.define("IDENTITY_SWIFT_CRYPTO")]
+        ),
+        .target(name: "IdentityAssertions", dependencies: ["IdentityRuntime", "IdentityCrypto"], swiftSettings: strictSettings),
+        .target(
             name: "IdentityProtection",
             dependencies: [
                 "IdentityRuntime",
-                .product(name: "Crypto", package: "swift-crypto"),
+                "IdentityCrypto",
+                "IdentityAssertions",
                 .target(name: "CIdentityCrypto", condition: .when(platforms: [.linux])),
             ],
-            swiftSettings: strictSettings + [.define("IDENTITY_SWIFT_CRYPTO")]
+            swiftSettings: strictSettings
         ),
         .target(name: "IdentityTesting", dependencies: ["IdentityRuntime"], swiftSettings: strictSettings),
         .executableTarget(
@@ -40,8 +47,13 @@ let package = Package(
             swiftSettings: strictSettings
         ),
         .testTarget(
+            name: "IdentityAssertionsTests",
+            dependencies: ["IdentityAssertions", "IdentityRuntime", "IdentityTesting"],
+            swiftSettings: strictSettings
+        ),
+        .testTarget(
             name: "BackendTests",
-            dependencies: ["IdentityProtection"],
+            dependencies: ["IdentityProtection", "IdentityCrypto"],
             swiftSettings: strictSettings
         ),
     ],

@@ -20,7 +20,7 @@ let package = Package(
                 .product(name: "HTTPTypes", package: "swift-http-types"),
                 .product(name: "IdentityRuntime", package: "swift-identity-runtime"),
                 .product(name: "IdentityPolicy", package: "swift-identity-runtime"),
-                .product(name: "IdentityProtection", package: "swift-identity-runtime"),
+                .product(name: "IdentityAssertions", package: "swift-identity-runtime"),
             ],
             swiftSettings: [.enableUpcomingFeature("ExistentialAny")]
         ),
@@ -33,7 +33,7 @@ let package = Package(
                 .product(name: "HummingbirdTesting", package: "hummingbird"),
                 .product(name: "IdentityRuntime", package: "swift-identity-runtime"),
                 .product(name: "IdentityPolicy", package: "swift-identity-runtime"),
-                .product(name: "IdentityProtection", package: "swift-identity-runtime"),
+                .product(name: "IdentityAssertions", package: "swift-identity-runtime"),
             ],
             swiftSettings: [.enableUpcomingFeature("ExistentialAny")]
         ),

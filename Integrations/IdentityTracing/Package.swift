@@ -19,7 +19,7 @@ let package = Package(
                 .product(name: "ServiceContextModule", package: "swift-service-context"),
                 .product(name: "Instrumentation", package: "swift-distributed-tracing"),
                 .product(name: "IdentityRuntime", package: "swift-identity-runtime"),
-                .product(name: "IdentityProtection", package: "swift-identity-runtime"),
+                .product(name: "IdentityAssertions", package: "swift-identity-runtime"),
             ],
             swiftSettings: [.enableUpcomingFeature("ExistentialAny")]
         ),
@@ -30,7 +30,7 @@ let package = Package(
                 .product(name: "ServiceContextModule", package: "swift-service-context"),
                 .product(name: "Instrumentation", package: "swift-distributed-tracing"),
                 .product(name: "IdentityRuntime", package: "swift-identity-runtime"),
-                .product(name: "IdentityProtection", package: "swift-identity-runtime"),
+                .product(name: "IdentityAssertions", package: "swift-identity-runtime"),
             ],
             swiftSettings: [.enableUpcomingFeature("ExistentialAny")]
         ),

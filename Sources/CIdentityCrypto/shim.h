@@ -19,6 +19,7 @@
 #include <openssl/kdf.h>
 #include <openssl/rand.h>
 #include <openssl/err.h>
+#include <pthread.h>
 
 /* Extended attributes (file owners) are not in Swift's Glibc module; the Linux target gets them here. */
 #include <sys/types.h>
@@ -137,10 +138,18 @@ done:
     return result;
 }
 
+/* SHA-256, fetched from the default provider once: `EVP_sha256()` (and the one-shot `SHA256()`) fetch the
+ * implementation again at every digest, which costs more than hashing a short input. */
+static EVP_MD *cidc_sha256_fetched = NULL;
+static pthread_once_t cidc_sha256_fetch_once = PTHREAD_ONCE_INIT;
+static void cidc_sha256_fetch(void) { cidc_sha256_fetched = EVP_MD_fetch(NULL, "SHA256", NULL); }
+
 /// SHA-256 of `input` into `digest` (32 bytes).
 static inline int cidc_sha256(const uint8_t *input, size_t input_length, uint8_t *digest) {
     unsigned int length = 0;
-    if (EVP_Digest(input, input_length, digest, &length, EVP_sha256(), NULL) != 1) return -1;
+    if (pthread_once(&cidc_sha256_fetch_once, cidc_sha256_fetch) != 0) return -1;
+    const EVP_MD *md = cidc_sha256_fetched != NULL ? cidc_sha256_fetched : EVP_sha256();
+    if (EVP_Digest(input, input_length, digest, &length, md, NULL) != 1) return -1;
     return length == 32 ? 1 : -1;
 }
 

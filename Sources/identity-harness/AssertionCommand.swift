@@ -1,16 +1,22 @@
 import Foundation
-import IdentityProtection
+import IdentityAssertions
 import IdentityRuntime
 
-/// `identity-harness assertion keygen | sign OPTIONS | verify OPTIONS`: the signed identity assertions from the
-/// command line, for interoperability checks with other JWT implementations (`scripts/jwt-interop.py`).
+/// `identity-harness assertion keygen | jwks OPTIONS | sign OPTIONS | verify OPTIONS`: the signed identity
+/// assertions from the command line, for interoperability checks with other JWT implementations
+/// (`scripts/jwt-interop.py`).
 ///
 /// - `keygen`: prints `private HEX` and `public HEX` (raw Ed25519 keys).
-/// - `sign --private-key HEX --kid K --issuer I --audience A --account NAME [--tenant T] [--lifetime S]`:
-///   prints a token.
-/// - `verify --public-key HEX --kid K --issuer I --audience A`: reads tokens from standard input, one per line,
-///   and prints for each `accepted "ACCOUNT" "TENANT"` (`-` for no tenant) or `refused CODE "DESCRIPTION"` (one
-///   verifier for the whole input, so a repeated token is a replay). Account, tenant and description are quoted, every
+/// - `jwks --public-key HEX --kid K`: prints the JWKS document (`AssertionKeySet.jwks`) of that one key.
+/// - `sign --private-key HEX --kid K --issuer I --audience A --account NAME [--tenant T] [--lifetime S]
+///   [--jwks-out FILE]`: prints a token; with `--jwks-out`, also writes the JWKS document of the signing key's
+///   public key (under `K`) to FILE.
+/// - `verify (--public-key HEX --kid K | --jwks FILE) --issuer I --audience A [--mode single-use|reusable]`:
+///   reads tokens from standard input, one per line, and prints for each `accepted "ACCOUNT" "TENANT"` (`-` for
+///   no tenant) or `refused CODE "DESCRIPTION"` (one verifier for the whole input, so with the default
+///   single-use mode a repeated token is a replay). With `--jwks`, the keys are read from the JWKS document in
+///   FILE; a document the reader refuses prints `refused 18 "DESCRIPTION"` to standard error and fails the
+///   command before any token is read. Account, tenant and description are quoted, every
 ///   character outside printable ASCII (and `"`, `\`) escaped as `\u{HEX}`: one line per token, whatever the
 ///   token's strings hold.
 enum AssertionCommand {
@@ -28,6 +34,10 @@ enum AssertionCommand {
                 let key = try AssertionSigningKey()
                 print("private \(hex(key.rawRepresentation))")
                 print("public \(hex(key.publicKey.rawRepresentation))")
+            case "jwks":
+                guard let keyHex = options["public-key"], let bytes = bytes(keyHex), let kid = options["kid"]
+                else { return fail("jwks needs --public-key --kid") }
+                print(AssertionKeySet([kid: try AssertionVerificationKey(rawRepresentation: bytes)]).jwks)
             case "sign":
                 guard let keyHex = options["private-key"], let bytes = bytes(keyHex), let kid = options["kid"],
                       let issuer = options["issuer"], let audience = options["audience"], let account = options["account"]
@@ -36,12 +46,30 @@ enum AssertionCommand {
                 print(try signer.sign(
                     account: Identity(validating: account), tenant: options["tenant"], audience: audience,
                     lifetime: options["lifetime"].flatMap(Double.init) ?? 300))
+                if let path = options["jwks-out"] {
+                    try Data(AssertionKeySet([kid: signer.key.publicKey]).jwks.utf8).write(to: URL(fileURLWithPath: path))
+                }
             case "verify":
-                guard let keyHex = options["public-key"], let bytes = bytes(keyHex), let kid = options["kid"],
-                      let issuer = options["issuer"], let audience = options["audience"]
-                else { return fail("verify needs --public-key --kid --issuer --audience") }
-                let verifier = IdentityAssertionVerifier(
-                    keys: [kid: try AssertionVerificationKey(rawRepresentation: bytes)], issuers: [issuer], audience: audience)
+                guard let issuer = options["issuer"], let audience = options["audience"]
+                else { return fail("verify needs --issuer --audience, and --public-key --kid or --jwks") }
+                let mode: IdentityAssertionVerifier.Mode
+                switch options["mode"] ?? "single-use" {
+                case "single-use": mode = .singleUse
+                case "reusable": mode = .reusable
+                default: return fail("--mode is single-use or reusable")
+                }
+                let keySet: AssertionKeySet
+                if let path = options["jwks"] {
+                    let document = try Data(contentsOf: URL(fileURLWithPath: path))
+                    do throws(AssertionError) { keySet = try AssertionKeySet(jwks: document) } catch {
+                        return fail("refused \(error.code) \(quoted(error.description))")
+                    }
+                } else if let keyHex = options["public-key"], let bytes = bytes(keyHex), let kid = options["kid"] {
+                    keySet = AssertionKeySet([kid: try AssertionVerificationKey(rawRepresentation: bytes)])
+                } else {
+                    return fail("verify needs --public-key --kid, or --jwks")
+                }
+                let verifier = IdentityAssertionVerifier(keySet: keySet, issuers: [issuer], audience: audience, mode: mode)
                 while let line = readLine() {
                     let token = line.trimmingCharacters(in: .whitespaces)
                     guard !token.isEmpty else { continue }
@@ -53,7 +81,7 @@ enum AssertionCommand {
                     }
                 }
             default:
-                return fail("usage: identity-harness assertion keygen | sign … | verify …")
+                return fail("usage: identity-harness assertion keygen | jwks … | sign … | verify …")
             }
             return true
         } catch {

@@ -1,5 +1,6 @@
 import Foundation
-import IdentityProtection
+import IdentityAssertions
+import IdentityCrypto
 import IdentityRuntime
 import Synchronization
 
@@ -174,5 +175,62 @@ extension Data {
         var base64 = text.replacingOccurrences(of: "-", with: "+").replacingOccurrences(of: "_", with: "/")
         while base64.utf8.count % 4 != 0 { base64 += "=" }
         self.init(base64Encoded: base64)
+    }
+}
+
+extension BenchCommand {
+    /// The `assertion-verify-cached` pair: what a reusable verifier costs for a token it has verified before
+    /// (a client's bearer token at its second and later requests).
+    /// - **raw**: one bare SHA-256 of the token's bytes (the digest the cache is keyed by: the floor);
+    /// - **peer**: what a straightforward cache writes: the token `String` as the key of a dictionary of verified
+    ///   assertions behind a lock, then the expiry check;
+    /// - **ours**: `IdentityAssertionVerifier.verify` in reusable mode: digest, lookup, the whole token compared,
+    ///   expiry and not-before checked against the clock.
+    ///
+    /// The pool's 256 tokens are verified in full once, in the warm-up (which the callgrind script's `--count 0`
+    /// run repeats, so the counts are the cached verifications only). A single-use verification, which this
+    /// replaces at every request, is the `assertion-verify` pair.
+    static func assertionCachedPair(operations: Int) -> Pair {
+        let accepted = Mutex(0)
+        func count(_ hits: Int) { accepted.withLock { $0 &+= hits } }
+        let peerCache = Mutex<[String: IdentityAssertion]>([:])
+        let pool = AssertionPool.shared
+        let verifier = IdentityAssertionVerifier(
+            keys: ["bench": pool.key.publicKey], issuers: ["frontend"], audience: "documents", mode: .reusable)
+        return Pair(
+            name: "assertion-verify-cached", title: "verify a reusable token verified before (SHA-256, cache)",
+            targetRatio: nil, operations: operations,
+            raw: { total in
+                var hits = 0
+                for index in 0..<total {
+                    let token = pool.tokens[index % pool.tokens.count]
+                    if let digest = try? Array(token.utf8).withUnsafeBytes({ try PlatformCrypto.sha256($0) }), digest.words.0 != 0 {
+                        hits &+= 1
+                    }
+                }
+                count(hits)
+            },
+            peer: { total in
+                var hits = 0
+                for index in 0..<total {
+                    let token = pool.tokens[index % pool.tokens.count]
+                    let now = Date()
+                    let cached = peerCache.withLock { $0[token] }
+                    if let cached, cached.expiresAt > now {
+                        hits &+= 1
+                    } else if let assertion = try? pool.verifier().verify(token) {
+                        peerCache.withLock { $0[token] = assertion }
+                        hits &+= 1
+                    }
+                }
+                count(hits)
+            },
+            ours: { total in
+                var hits = 0
+                for index in 0..<total where (try? verifier.verify(pool.tokens[index % pool.tokens.count])) != nil {
+                    hits &+= 1
+                }
+                count(hits)
+            })
     }
 }

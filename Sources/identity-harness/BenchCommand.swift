@@ -533,6 +533,7 @@ enum BenchCommand {
                  }),
             assertionPair(operations: n(4_000)),
             assertionSignPair(operations: n(4_000)),
+            assertionCachedPair(operations: n(100_000)),
         ] + protectionPairs(operations: n(20_000))
     }
 }

@@ -4,6 +4,7 @@
 // with the same fixed key by a build before format version 2; this program leaves them as they are.
 import Foundation
 import FuzzSupport
+import IdentityAssertions
 import IdentityProtection
 import IdentityRuntime
 
@@ -64,5 +65,21 @@ try save("FuzzSettings", "every-key", Data("""
  "policyDirectory": "/etc/policies", "policyPollInterval": 1, "maxManagedAccounts": 1}
 """.utf8))
 try save("FuzzSettings", "empty", Data("{}".utf8))
+// JWKS documents: one key, two keys, every optional member, and refusals (a private key, an RSA key, a
+// duplicate kid) so that the fuzzer starts next to each rule.
+let jwkKeyA = try AssertionSigningKey(rawRepresentation: [UInt8](repeating: 1, count: 32))
+let jwkKeyB = try AssertionSigningKey(rawRepresentation: [UInt8](repeating: 2, count: 32))
+let jwkX = AssertionKeySet(["a": jwkKeyA.publicKey]).jwks
+try save("FuzzJWKS", "one-key", Data(jwkX.utf8))
+try save("FuzzJWKS", "two-keys", Data(AssertionKeySet(["a": jwkKeyA.publicKey, "caf\u{e9}": jwkKeyB.publicKey]).jwks.utf8))
+try save("FuzzJWKS", "empty", Data(#"{"keys":[]}"#.utf8))
+let x = jwkX.split(separator: "\"").dropLast().last.map(String.init) ?? ""
+try save("FuzzJWKS", "optional-members", Data("""
+{"issuer":"frontend","keys":[{"kty":"OKP","crv":"Ed25519","x":"\(x)","kid":"k\\u00e9","alg":"EdDSA","use":"sig",
+ "key_ops":["verify"],"ext":true,"iat":1800000000,"note":{"a":[1,-2,"x",null,false]}}]}
+""".utf8))
+try save("FuzzJWKS", "private-key", Data(#"{"keys":[{"kty":"OKP","crv":"Ed25519","x":"\#(x)","d":"\#(x)","kid":"a"}]}"#.utf8))
+try save("FuzzJWKS", "rsa-key", Data(#"{"keys":[{"kty":"RSA","n":"AQAB","e":"AQAB","kid":"r","alg":"RS256"}]}"#.utf8))
+try save("FuzzJWKS", "duplicate-kid", Data(#"{"keys":[{"kty":"OKP","crv":"Ed25519","x":"\#(x)","kid":"a"},{"kty":"OKP","crv":"Ed25519","x":"\#(x)","kid":"a"}]}"#.utf8))
 try? FileManager.default.removeItem(atPath: FuzzFixture.directory)
 print("seeds written to \(corpus)")

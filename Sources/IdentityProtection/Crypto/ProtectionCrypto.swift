@@ -1,45 +1,17 @@
-#if canImport(CryptoKit)
-import CryptoKit
-import Foundation
-#elseif IDENTITY_SWIFT_CRYPTO
-// The CryptoKit branch compiled against apple/swift-crypto (the same API) on Linux: only the check package
-// Checks/SwiftCrypto defines IDENTITY_SWIFT_CRYPTO, so that this branch is built and tested off Apple platforms.
-import Crypto
-import Foundation
-#else
-import CIdentityCrypto
-#endif
+import IdentityCrypto
 
-/// The platform crypto the module uses, and nothing else: CryptoKit on Apple platforms, the system libcrypto
-/// (OpenSSL 3) on Linux. AES-256-GCM with 12-byte nonces and 16-byte tags, a CSPRNG, HKDF-SHA-256, SHA-256.
-///
-/// The CryptoKit branch (`canImport(CryptoKit) || IDENTITY_SWIFT_CRYPTO`) is also compiled and tested on Linux,
-/// against swift-crypto, by the check package Checks/SwiftCrypto.
+/// The package's platform crypto (``PlatformCrypto`` of the internal IdentityCrypto target, shared with
+/// IdentityAssertions) as this module uses it: its failures as ``ProtectionError``s (a tag that does not verify
+/// is ``ProtectionError/authenticationFailed``, anything else ``ProtectionError/cryptoBackendFailure(_:)``).
 enum ProtectionCrypto {
-    #if canImport(CryptoKit)
-    static let backendName = "CryptoKit"
-    #elseif IDENTITY_SWIFT_CRYPTO
-    static let backendName = "swift-crypto (CryptoKit API)"
-    #else
-    static let backendName = "libcrypto (OpenSSL 3)"
-    #endif
+    static var backendName: String { PlatformCrypto.backendName }
     static let keyLength = 32
     static let nonceLength = 12
     static let tagLength = 16
 
     /// `count` bytes from the platform CSPRNG.
     static func randomBytes(_ count: Int) throws(ProtectionError) -> [UInt8] {
-        var bytes = [UInt8](repeating: 0, count: count)
-        guard count > 0 else { return bytes }
-        #if canImport(CryptoKit) || IDENTITY_SWIFT_CRYPTO
-        // A fresh random key of the requested size is the CSPRNG output of the crypto library itself.
-        let random = SymmetricKey(size: SymmetricKeySize(bitCount: count * 8))
-        random.withUnsafeBytes { bytes = Array($0) }
-        #else
-        let status = bytes.withUnsafeMutableBufferPointer { cidc_random_bytes($0.baseAddress, count) }
-        guard status == 1 else { throw .cryptoBackendFailure("RAND_bytes failed") }
-        #endif
-        return bytes
+        do { return try PlatformCrypto.randomBytes(count) } catch { throw ProtectionError(error) }
     }
 
     /// Encrypts `plaintext` and appends the ciphertext, then the 16-byte tag, to `output`.
@@ -47,23 +19,9 @@ enum ProtectionCrypto {
         key: [UInt8], nonce: [UInt8], aad: UnsafeRawBufferPointer, plaintext: UnsafeRawBufferPointer,
         appendingTo output: inout [UInt8]
     ) throws(ProtectionError) {
-        let start = output.count
-        let count = plaintext.count + tagLength
-        var failure: ProtectionError?
-        // The sealed bytes go straight into the array's new tail: no zero fill, no intermediate buffer.
-        let sealed = [UInt8](unsafeUninitializedCapacity: start + count) { buffer, initialized in
-            _ = output.withUnsafeBufferPointer { buffer.initialize(fromContentsOf: $0) }
-            do throws(ProtectionError) {
-                try seal(key: key, nonce: nonce, aad: aad, plaintext: plaintext,
-                         into: UnsafeMutableRawBufferPointer(rebasing: UnsafeMutableRawBufferPointer(buffer)[start...]))
-                initialized = start + count
-            } catch {
-                failure = error
-                initialized = start
-            }
-        }
-        if let failure { throw failure }
-        output = sealed
+        do {
+            try PlatformCrypto.seal(key: key, nonce: nonce, aad: aad, plaintext: plaintext, appendingTo: &output)
+        } catch { throw ProtectionError(error) }
     }
 
     /// Encrypts `plaintext` into `output` (exactly `plaintext.count + tagLength` bytes): the ciphertext, then
@@ -72,30 +30,9 @@ enum ProtectionCrypto {
         key: [UInt8], nonce: [UInt8], aad: UnsafeRawBufferPointer, plaintext: UnsafeRawBufferPointer,
         into output: UnsafeMutableRawBufferPointer
     ) throws(ProtectionError) {
-        precondition(key.count == keyLength && nonce.count == nonceLength && output.count == plaintext.count + tagLength)
-        #if canImport(CryptoKit) || IDENTITY_SWIFT_CRYPTO
         do {
-            let box = try AES.GCM.seal(
-                plaintext, using: SymmetricKey(data: key), nonce: try AES.GCM.Nonce(data: nonce),
-                authenticating: aad)
-            _ = box.ciphertext.copyBytes(to: UnsafeMutableRawBufferPointer(rebasing: output[..<plaintext.count]))
-            _ = box.tag.copyBytes(to: UnsafeMutableRawBufferPointer(rebasing: output[plaintext.count...]))
-        } catch {
-            throw .cryptoBackendFailure("AES.GCM.seal: \(error)")
-        }
-        #else
-        let out = output.baseAddress!.assumingMemoryBound(to: UInt8.self)
-        let status = key.withUnsafeBufferPointer { key in
-            nonce.withUnsafeBufferPointer { nonce in
-                cidc_aes256gcm_seal(
-                    key.baseAddress, nonce.baseAddress,
-                    aad.baseAddress?.assumingMemoryBound(to: UInt8.self), aad.count,
-                    plaintext.baseAddress?.assumingMemoryBound(to: UInt8.self), plaintext.count,
-                    out, out + plaintext.count)
-            }
-        }
-        guard status == 1 else { throw .cryptoBackendFailure("EVP AES-256-GCM encryption failed") }
-        #endif
+            try PlatformCrypto.seal(key: key, nonce: nonce, aad: aad, plaintext: plaintext, into: output)
+        } catch { throw ProtectionError(error) }
     }
 
     /// Decrypts and authenticates; returns the plaintext only when the tag verifies.
@@ -104,18 +41,9 @@ enum ProtectionCrypto {
         key: [UInt8], nonce: [UInt8], aad: UnsafeRawBufferPointer, ciphertext: UnsafeRawBufferPointer,
         tag: UnsafeRawBufferPointer
     ) throws(ProtectionError) -> [UInt8] {
-        var failure: ProtectionError?
-        let plaintext = [UInt8](unsafeUninitializedCapacity: ciphertext.count) { buffer, initialized in
-            do throws(ProtectionError) {
-                try open(key: key, nonce: nonce, aad: aad, ciphertext: ciphertext, tag: tag, into: UnsafeMutableRawBufferPointer(buffer))
-                initialized = ciphertext.count
-            } catch {
-                failure = error
-                initialized = 0
-            }
-        }
-        if let failure { throw failure }
-        return plaintext
+        do {
+            return try PlatformCrypto.open(key: key, nonce: nonce, aad: aad, ciphertext: ciphertext, tag: tag)
+        } catch { throw ProtectionError(error) }
     }
 
     /// Decrypts and authenticates into `output` (exactly `ciphertext.count` bytes); when the tag does not
@@ -125,87 +53,28 @@ enum ProtectionCrypto {
         key: [UInt8], nonce: [UInt8], aad: UnsafeRawBufferPointer, ciphertext: UnsafeRawBufferPointer,
         tag: UnsafeRawBufferPointer, into output: UnsafeMutableRawBufferPointer
     ) throws(ProtectionError) {
-        precondition(key.count == keyLength && nonce.count == nonceLength && tag.count == tagLength && output.count == ciphertext.count)
-        #if canImport(CryptoKit) || IDENTITY_SWIFT_CRYPTO
-        let box: AES.GCM.SealedBox
         do {
-            box = try AES.GCM.SealedBox(nonce: try AES.GCM.Nonce(data: nonce), ciphertext: ciphertext, tag: tag)
-        } catch {
-            throw .cryptoBackendFailure("AES.GCM.SealedBox: \(error)")
-        }
-        do {
-            let plaintext = try AES.GCM.open(box, using: SymmetricKey(data: key), authenticating: aad)
-            _ = plaintext.copyBytes(to: output)
-        } catch CryptoKitError.authenticationFailure {
-            throw .authenticationFailed
-        } catch CryptoKitError.underlyingCoreCryptoError {
-            // swift-crypto on Linux (BoringSSL) reports a tag that does not verify as BAD_DECRYPT through this
-            // case, not as .authenticationFailure (found by building this branch in Checks/SwiftCrypto). The
-            // box was well formed (checked above), so the open failed on the tag.
-            throw .authenticationFailed
-        } catch {
-            throw .cryptoBackendFailure("AES.GCM.open: \(error)")
-        }
-        #else
-        let status = key.withUnsafeBufferPointer { key in
-            nonce.withUnsafeBufferPointer { nonce in
-                cidc_aes256gcm_open(
-                    key.baseAddress, nonce.baseAddress,
-                    aad.baseAddress?.assumingMemoryBound(to: UInt8.self), aad.count,
-                    ciphertext.baseAddress?.assumingMemoryBound(to: UInt8.self), ciphertext.count,
-                    tag.baseAddress?.assumingMemoryBound(to: UInt8.self),
-                    output.baseAddress?.assumingMemoryBound(to: UInt8.self))
-            }
-        }
-        switch status {
-        case 1:
-            return
-        case 0:
-            // Never leave unauthenticated bytes behind.
-            if output.count > 0 { output.initializeMemory(as: UInt8.self, repeating: 0) }
-            throw .authenticationFailed
-        default:
-            if output.count > 0 { output.initializeMemory(as: UInt8.self, repeating: 0) }
-            throw .cryptoBackendFailure("EVP AES-256-GCM decryption failed")
-        }
-        #endif
+            try PlatformCrypto.open(key: key, nonce: nonce, aad: aad, ciphertext: ciphertext, tag: tag, into: output)
+        } catch { throw ProtectionError(error) }
     }
 
     /// HKDF-SHA-256 (RFC 5869) of `count` bytes.
     static func hkdfSHA256(key: [UInt8], salt: [UInt8], info: [UInt8], count: Int) throws(ProtectionError) -> [UInt8] {
-        #if canImport(CryptoKit) || IDENTITY_SWIFT_CRYPTO
-        let derived = HKDF<SHA256>.deriveKey(
-            inputKeyMaterial: SymmetricKey(data: key), salt: salt, info: info, outputByteCount: count)
-        return derived.withUnsafeBytes { Array($0) }
-        #else
-        var output = [UInt8](repeating: 0, count: count)
-        let status = output.withUnsafeMutableBufferPointer { out in
-            key.withUnsafeBufferPointer { key in
-                salt.withUnsafeBufferPointer { salt in
-                    info.withUnsafeBufferPointer { info in
-                        cidc_hkdf_sha256(
-                            key.baseAddress, key.count, salt.baseAddress, salt.count, info.baseAddress, info.count,
-                            out.baseAddress, count)
-                    }
-                }
-            }
-        }
-        guard status == 1 else { throw .cryptoBackendFailure("HKDF-SHA-256 failed") }
-        return output
-        #endif
+        do { return try PlatformCrypto.hkdfSHA256(key: key, salt: salt, info: info, count: count) } catch { throw ProtectionError(error) }
     }
 
     /// SHA-256 digest.
     static func sha256(_ bytes: [UInt8]) throws(ProtectionError) -> [UInt8] {
-        #if canImport(CryptoKit) || IDENTITY_SWIFT_CRYPTO
-        return Array(SHA256.hash(data: bytes))
-        #else
-        var digest = [UInt8](repeating: 0, count: 32)
-        let status = digest.withUnsafeMutableBufferPointer { out in
-            bytes.withUnsafeBufferPointer { cidc_sha256($0.baseAddress, $0.count, out.baseAddress) }
+        do { return try PlatformCrypto.sha256(bytes) } catch { throw ProtectionError(error) }
+    }
+}
+
+extension ProtectionError {
+    /// The protection error of a platform crypto failure.
+    init(_ failure: CryptoFailure) {
+        switch failure {
+        case .authenticationFailed: self = .authenticationFailed
+        case let .backend(reason): self = .cryptoBackendFailure(reason)
         }
-        guard status == 1 else { throw .cryptoBackendFailure("SHA-256 failed") }
-        return digest
-        #endif
     }
 }

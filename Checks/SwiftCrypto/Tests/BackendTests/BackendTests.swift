@@ -1,3 +1,4 @@
+import IdentityCrypto
 @testable import IdentityProtection
 import Testing
 
@@ -26,5 +27,16 @@ struct BackendTests {
         }
         #expect(opened == message)
         #expect(try ProtectionCrypto.sha256([]) .count == 32)
+    }
+
+    @Test("the shared crypto target, Ed25519 included, is built on swift-crypto here")
+    func sharedCrypto() throws {
+        #expect(PlatformCrypto.backendName == "swift-crypto (CryptoKit API)")
+        let key = try Ed25519.PrivateKey(rawRepresentation: try Ed25519.generatePrivateKey())
+        let message = Array("swift-crypto".utf8)
+        let signature = try key.signature(of: message)
+        let publicKey = Ed25519.PublicKey(rawRepresentation: key.publicKey)
+        #expect(try publicKey.isValidSignature(signature, of: message))
+        #expect(try !publicKey.isValidSignature(signature, of: message + [0]))
     }
 }

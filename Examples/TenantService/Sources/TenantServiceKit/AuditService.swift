@@ -4,7 +4,7 @@ import Hummingbird
 import IdentityHummingbird
 import IdentityLogging
 import IdentityPolicy
-import IdentityProtection
+import IdentityAssertions
 import IdentityRuntime
 import Logging
 

@@ -23,6 +23,7 @@ extension TenantServices {
     public func documentRouter() -> Router<TenantRequestContext> {
         let router = Router(context: TenantRequestContext.self)
         addDocumentRoutes(to: router.group("/v1").add(middleware: IdentityMiddleware(verifier: documentsVerifier, policies: policies)))
+        addDocumentRoutes(to: router.group("/reusable").add(middleware: IdentityMiddleware(verifier: bearerVerifier, policies: policies)))
         addDocumentRoutes(to: router.group("/plain").add(middleware: PlainIdentityMiddleware(policies: policies)))
         addDocumentRoutes(to: router.group("/bare").add(
             middleware: BareSignatureMiddleware(key: gatewaySigner.key.publicKey, policies: policies)))

@@ -3,7 +3,7 @@ import HTTPTypes
 import Hummingbird
 import IdentityHummingbird
 import IdentityPolicy
-import IdentityProtection
+import IdentityAssertions
 import IdentityRuntime
 
 /// Who a request runs for, as the handlers see it: from ``IdentityMiddleware`` (verified, admitted) or, on the

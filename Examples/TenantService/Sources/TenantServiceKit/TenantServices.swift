@@ -5,6 +5,7 @@ import Hummingbird
 import IdentityHummingbird
 import IdentityLogging
 import IdentityPolicy
+import IdentityAssertions
 import IdentityProtection
 import IdentityRuntime
 import Logging
@@ -15,10 +16,11 @@ import Synchronization
 /// - the **document service** (audience `documents`): documents per account stored through the runtime's
 ///   `FileProtectionManager` (owner = the request's account, encrypted when the account's policy says so,
 ///   other tenants' documents refused), an export endpoint under the save-to rules, an account wipe. Its
-///   routes are served three times: under `/v1`, behind ``IdentityMiddleware`` (a verified assertion, then
-///   admission), and for the load test's comparisons under `/plain`, behind ``PlainIdentityMiddleware`` (the
-///   account from a header, unverified), and under `/bare`, behind ``BareSignatureMiddleware`` (a bare signature
-///   check, nothing else);
+///   routes are served four times: under `/v1`, behind ``IdentityMiddleware`` (a verified single-use assertion,
+///   then admission), under `/reusable`, behind ``IdentityMiddleware`` with a reusable verifier (a bearer token a
+///   client keeps for its lifetime: verified in full once, then recognized), and for the load test's comparisons
+///   under `/plain`, behind ``PlainIdentityMiddleware`` (the account from a header, unverified), and under
+///   `/bare`, behind ``BareSignatureMiddleware`` (a bare signature check, nothing else);
 /// - the **audit service** (``AuditService``, audience `audit`), which the document service calls for every
 ///   request from a `Task` deep in the request's hops, with a new assertion signed for the identity seen there.
 ///   It verifies it with ``IdentityMiddleware`` and logs the event through a logger whose metadata provider
@@ -39,6 +41,8 @@ public final class TenantServices: Sendable {
     /// What callers of the document service sign with.
     public let gatewaySigner: IdentityAssertionSigner
     public let documentsVerifier: IdentityAssertionVerifier
+    /// The verifier of the `/reusable` routes: the same key, issuer and audience, in reusable mode.
+    public let bearerVerifier: IdentityAssertionVerifier
     /// What the document service signs its calls to the audit service with.
     let serviceSigner: IdentityAssertionSigner
     let httpClient: HTTPClient
@@ -85,6 +89,9 @@ public final class TenantServices: Sendable {
         documentsVerifier = IdentityAssertionVerifier(
             keys: ["gateway-1": gatewayKey.publicKey], issuers: ["gateway"], audience: Self.documentsAudience,
             replayCacheCapacity: 1_000_000)
+        bearerVerifier = IdentityAssertionVerifier(
+            keys: ["gateway-1": gatewayKey.publicKey], issuers: ["gateway"], audience: Self.documentsAudience,
+            mode: .reusable)
         audit = auditURL == nil ? AuditService(trustedKey: serviceKey.publicKey, echo: echoAuditLog) : nil
         auditBaseURL.withLock { $0 = auditURL }
 

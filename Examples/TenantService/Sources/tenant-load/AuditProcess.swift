@@ -1,6 +1,6 @@
 import AsyncHTTPClient
 import Foundation
-import IdentityProtection
+import IdentityAssertions
 import TenantServiceKit
 
 /// The audit service in a process of its own: `tenant-load --serve-audit KEY --port-file FILE` (started by

@@ -1,6 +1,6 @@
 import AsyncHTTPClient
 import Foundation
-import IdentityProtection
+import IdentityAssertions
 import IdentityRuntime
 import NIOCore
 import NIOHTTP1
@@ -96,13 +96,15 @@ struct Tally: Sendable {
 }
 
 enum Mode: String, Sendable, CaseIterable {
-    case verified = "with IdentityMiddleware"
+    case verified = "with IdentityMiddleware, single-use tokens"
+    case reusable = "with IdentityMiddleware, reusable tokens"
     case plain = "without (plain header)"
     case bare = "bare signature check"
 
     var prefix: String {
         switch self {
         case .verified: "/v1"
+        case .reusable: "/reusable"
         case .plain: "/plain"
         case .bare: "/bare"
         }
@@ -204,7 +206,7 @@ struct LoadDriver: Sendable {
 }
 
 /// Tokens signed before a timed phase (a caller's signing is the caller's cost, not the middleware's), one
-/// queue per worker.
+/// queue per worker; or, for reusable tokens, one token per worker that it keeps for the whole run.
 final class TokenPool: Sendable {
     /// One worker's tokens (only that worker takes from it; the lock makes the pool Sendable).
     final class Queue: Sendable {
@@ -213,15 +215,23 @@ final class TokenPool: Sendable {
     }
 
     private let queues: [Queue]
+    /// Each worker keeps its one token (`next` never uses it up).
+    private let keeps: Bool
 
-    init(signer: IdentityAssertionSigner, perWorker: Int) throws {
+    /// One token per worker, kept: a client's bearer token, valid for the verifier's maximum lifetime (an hour).
+    convenience init(keeping signer: IdentityAssertionSigner) throws {
+        try self.init(signer: signer, perWorker: 1, lifetime: 3_600, keeps: true)
+    }
+
+    init(signer: IdentityAssertionSigner, perWorker: Int, lifetime: TimeInterval = 1_800, keeps: Bool = false) throws {
+        self.keeps = keeps
         var queues: [Queue] = []
         for account in Tenants.accounts {
             let tenant = account.name.split(separator: "@").last.map(String.init)
             var tokens: [String] = []
             tokens.reserveCapacity(perWorker)
             for _ in 0..<perWorker {
-                tokens.append(try signer.sign(account: account, tenant: tenant, audience: TenantServices.documentsAudience, lifetime: 1_800))
+                tokens.append(try signer.sign(account: account, tenant: tenant, audience: TenantServices.documentsAudience, lifetime: lifetime))
             }
             queues.append(Queue(tokens.reversed()))
         }
@@ -229,6 +239,6 @@ final class TokenPool: Sendable {
     }
 
     func next(worker: Int) -> String? {
-        queues[worker].tokens.withLock { $0.popLast() }
+        queues[worker].tokens.withLock { keeps ? $0.last : $0.popLast() }
     }
 }

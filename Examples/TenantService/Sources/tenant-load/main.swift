@@ -1,17 +1,20 @@
 // tenant-load: the document service and the audit service on loopback, and a load of requests from 64 accounts
-// in 8 tenants at once, WITH the identity middleware (/v1: a signed assertion per request, verified and
-// admitted) and WITHOUT it (/plain: the account taken unverified from a header), in one run, interleaved in
-// rounds so that both modes see the same machine. A third mode, /bare (a bare Ed25519 check of the token's
-// signature, nothing else), runs in the same rounds: with / bare is what the middleware costs beyond the
-// signature check that any signed identity needs. Every response is checked: the account and the identity at
-// every hop (queue, operation, task, audit service) must be the caller's; reads of another tenant's documents
-// must be refused.
+// in 8 tenants at once, WITH the identity middleware and WITHOUT it (/plain: the account taken unverified from
+// a header), in one run, interleaved in rounds so that every mode sees the same machine. With the middleware,
+// in two token modes:
+// - single-use (/v1): a new signed assertion per request, verified in full and used up (replay cache);
+// - reusable (/reusable): each account's client keeps one bearer token for the whole run; the service's
+//   verifier is in reusable mode (verified in full once, then recognized by its digest).
+// A further mode, /bare (a bare Ed25519 check of the token's signature, nothing else), runs beside single-use
+// tokens: with / bare is what the middleware costs beyond the signature check that every single-use token needs.
+// Every response is checked: the account and the identity at every hop (queue, operation, task, audit service)
+// must be the caller's; reads of another tenant's documents must be refused.
 //
-//     swift run -c release tenant-load                       # 100,000 requests with and without (50,000 each),
-//                                                            # + 50,000 with the bare check
-//     swift run -c release tenant-load --requests 20000      # the CI run, about a minute
-//     options: --requests N (with and without together), --rounds R (default 10), --echo-audit-log,
-//              --audit-in-process (the audit service in this process instead of a child process)
+//     swift run -c release tenant-load                       # 50,000 requests per mode, 4 modes
+//     swift run -c release tenant-load --requests 20000      # the CI run, 10,000 per mode
+//     options: --requests N (requests of two modes: each mode sends N / 2), --rounds R (default 10),
+//              --tokens single-use | reusable | both (default both: which middleware modes run; /plain always),
+//              --echo-audit-log, --audit-in-process (the audit service in this process instead of a child process)
 //
 // The audit service runs in a child process (this executable with --serve-audit KEY --port-file FILE): the
 // document service reaches it over loopback with a signed assertion, and it reports its log's counts at
@@ -21,13 +24,15 @@
 // latency and throughput targets are reported (met / MISSED), not enforced: wall clock on a shared machine.
 import AsyncHTTPClient
 import Foundation
-import IdentityProtection
+import IdentityAssertions
 import IdentityRuntime
 import TenantServiceKit
 
 struct Options {
     var requests = 100_000
     var rounds = 10
+    /// Which token modes run with the middleware: single-use (with the bare check beside it), reusable, or both.
+    var tokens: Set<Mode> = [.verified, .reusable]
     var echoAuditLog = false
     /// Run the audit service in this process instead of a child process.
     var auditInProcess = false
@@ -41,6 +46,13 @@ struct Options {
             switch argument {
             case "--requests": requests = try Self.number(arguments.popFirst(), argument)
             case "--rounds": rounds = try Self.number(arguments.popFirst(), argument)
+            case "--tokens":
+                switch arguments.popFirst() {
+                case "single-use": tokens = [.verified]
+                case "reusable": tokens = [.reusable]
+                case "both": tokens = [.verified, .reusable]
+                default: throw UsageError("--tokens takes single-use, reusable or both")
+                }
             case "--echo-audit-log": echoAuditLog = true
             case "--audit-in-process": auditInProcess = true
             case "--serve-audit": serveAudit = arguments.popFirst()
@@ -49,6 +61,17 @@ struct Options {
             }
         }
         guard requests >= 2 * 64 * rounds else { throw UsageError("--requests must be at least 128 × --rounds") }
+    }
+
+    /// The modes this run sends, in the order of the first round.
+    var modes: [Mode] {
+        Mode.allCases.filter { mode in
+            switch mode {
+            case .verified, .reusable: tokens.contains(mode)
+            case .plain: true
+            case .bare: tokens.contains(.verified)
+            }
+        }
     }
 
     static func number(_ text: String?, _ option: String) throws -> Int {
@@ -87,7 +110,7 @@ struct ModeResult {
 func main() async -> Int32 {
     let options: Options
     do { options = try Options(Array(CommandLine.arguments.dropFirst())) } catch {
-        print("tenant-load: \(error)\nusage: tenant-load [--requests N] [--rounds R] [--audit-in-process] [--echo-audit-log]")
+        print("tenant-load: \(error)\nusage: tenant-load [--requests N] [--rounds R] [--tokens single-use|reusable|both] [--audit-in-process] [--echo-audit-log]")
         return 2
     }
     if let key = options.serveAudit {
@@ -100,8 +123,9 @@ func main() async -> Int32 {
     let accounts = Tenants.accounts.count
     let perWorkerPerRound = max(1, options.requests / 2 / accounts / options.rounds)
     let perMode = perWorkerPerRound * accounts * options.rounds
-    print("tenant-load: \(accounts) accounts in \(Tenants.tenantCount) tenants at once, \(perMode) requests per mode "
-          + "(\(2 * perMode) with and without the middleware, \(perMode) more with the bare check), \(options.rounds) rounds, "
+    let modes = options.modes
+    print("tenant-load: \(accounts) accounts in \(Tenants.tenantCount) tenants at once, \(perMode) requests per mode, "
+          + "\(modes.count) modes (\(modes.map(\.rawValue).joined(separator: "; "))), \(options.rounds) rounds, "
           + "modes interleaved")
     do {
         // The audit service: a child process (it sees the identity only through the signed assertion) unless
@@ -143,22 +167,35 @@ func main() async -> Int32 {
                 print("tenant-load: setup failed, \(writes) of \(accounts) notes written")
                 return Int32(1)
             }
+            // Reusable mode: each account's client signs its token once and keeps it for the whole run (warm-up
+            // included: its first use there is the one full verification).
+            let keptTokens = try TokenPool(keeping: services.gatewaySigner)
             let bareWarmUp = try TokenPool(signer: services.gatewaySigner, perWorker: 16)
-            _ = await driver.run(mode: .verified, sequences: 0..<16, tokens: warmUp)
-            _ = await driver.run(mode: .plain, sequences: 0..<16, tokens: nil)
-            _ = await driver.run(mode: .bare, sequences: 0..<16, tokens: bareWarmUp)
+            for mode in modes {
+                let warmUpTokens: TokenPool? = switch mode {
+                case .verified: warmUp
+                case .reusable: keptTokens
+                case .bare: bareWarmUp
+                case .plain: nil
+                }
+                _ = await driver.run(mode: mode, sequences: 0..<16, tokens: warmUpTokens)
+            }
 
-            print("signing 2 × \(perMode) assertions for the verified and bare modes (the caller's cost, before the clock starts)…")
-            let tokens = try TokenPool(signer: services.gatewaySigner, perWorker: perWorkerPerRound * options.rounds)
-            let bareTokens = try TokenPool(signer: services.gatewaySigner, perWorker: perWorkerPerRound * options.rounds)
-            var results: [Mode: ModeResult] = [.verified: ModeResult(), .plain: ModeResult(), .bare: ModeResult()]
+            let singleUse = modes.contains(.verified)
+            if singleUse {
+                print("signing 2 × \(perMode) assertions for the single-use and bare modes (the caller's cost, before the clock starts)…")
+            }
+            let tokens = singleUse ? try TokenPool(signer: services.gatewaySigner, perWorker: perWorkerPerRound * options.rounds) : nil
+            let bareTokens = singleUse ? try TokenPool(signer: services.gatewaySigner, perWorker: perWorkerPerRound * options.rounds) : nil
+            var results: [Mode: ModeResult] = Dictionary(uniqueKeysWithValues: modes.map { ($0, ModeResult()) })
             for round in 0..<options.rounds {
                 let sequences = (round * perWorkerPerRound)..<((round + 1) * perWorkerPerRound)
-                // Each mode goes first, second and third equally often.
-                let order = Mode.allCases.indices.map { Mode.allCases[($0 + round) % Mode.allCases.count] }
+                // Each mode goes first, second, … equally often.
+                let order = modes.indices.map { modes[($0 + round) % modes.count] }
                 for mode in round.isMultiple(of: 2) ? order : order.reversed() {
                     let modeTokens: TokenPool? = switch mode {
                     case .verified: tokens
+                    case .reusable: keptTokens
                     case .bare: bareTokens
                     case .plain: nil
                     }
@@ -200,7 +237,7 @@ func report(_ results: [Mode: ModeResult], audit: AuditSummary) -> Int32 {
     print("| mode | requests | seconds | requests/s | p50 ms | p99 ms | CPU µs/request | cores busy | misattributions | cross-tenant reads accepted | unexpected | errors |")
     print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
     for mode in Mode.allCases {
-        let result = results[mode]!
+        guard let result = results[mode] else { continue }
         let sorted = result.latencies.sorted()
         let row = Row(throughput: Double(result.tally.requests) / result.seconds,
                       p50: percentile(sorted, 0.50), p99: percentile(sorted, 0.99),
@@ -209,35 +246,40 @@ func report(_ results: [Mode: ModeResult], audit: AuditSummary) -> Int32 {
         print("| \(mode.rawValue) | \(result.tally.requests) | " + String(format: "%.1f | %.0f | %.2f | %.2f | %.0f | %.2f", result.seconds, row.throughput, row.p50, row.p99, row.cpuPerRequest * 1e6, result.cpuSeconds / result.seconds)
               + " | \(result.tally.misattributions) | \(result.tally.crossTenantReadsAccepted) | \(result.tally.unexpected) | \(result.tally.transportErrors) |")
     }
-    let with = rows[.verified]!, without = rows[.plain]!, bare = rows[.bare]!
-    let throughputRatio = with.throughput / without.throughput
-    let p50Ratio = with.p50 / without.p50, p99Ratio = with.p99 / without.p99
     func verdict(_ met: Bool) -> String { met ? "met" : "MISSED" }
-    print("")
-    print("| with / without | ratio | target |")
-    print("|---|---:|---|")
-    print(String(format: "| throughput | %.3f | ≥ 0.95 %@ |", throughputRatio, verdict(throughputRatio >= 0.95)))
-    print(String(format: "| p50 latency | %.3f | ≤ 1.05 %@ |", p50Ratio, verdict(p50Ratio <= 1.05)))
-    print(String(format: "| p99 latency | %.3f | ≤ 1.05 %@ |", p99Ratio, verdict(p99Ratio <= 1.05)))
-    // Not a target: where the throughput goes. CPU time per request counts every thread of this process (the
-    // driver and the document service; the audit service too with --audit-in-process), so the difference is
-    // what the middleware costs in CPU.
-    print(String(format: "| CPU per request (diagnostic) | %.3f | +%.0f µs per request with the middleware |",
-                 with.cpuPerRequest / without.cpuPerRequest, (with.cpuPerRequest - without.cpuPerRequest) * 1e6))
-    print("")
-    print("| with / bare signature check (diagnostic: the middleware beyond the signature check) | ratio |")
-    print("|---|---:|")
-    print(String(format: "| throughput | %.3f |", with.throughput / bare.throughput))
-    print(String(format: "| p50 latency | %.3f |", with.p50 / bare.p50))
-    print(String(format: "| p99 latency | %.3f |", with.p99 / bare.p99))
-    print(String(format: "| CPU per request | %.3f (%+.0f µs) |", with.cpuPerRequest / bare.cpuPerRequest,
-                 (with.cpuPerRequest - bare.cpuPerRequest) * 1e6))
+    let without = rows[.plain]!
+    for mode in [Mode.verified, .reusable] {
+        guard let with = rows[mode] else { continue }
+        let throughputRatio = with.throughput / without.throughput
+        let p50Ratio = with.p50 / without.p50, p99Ratio = with.p99 / without.p99
+        print("")
+        print("| \(mode == .verified ? "single-use" : "reusable") tokens: with / without | ratio | target |")
+        print("|---|---:|---|")
+        print(String(format: "| throughput | %.3f | ≥ 0.95 %@ |", throughputRatio, verdict(throughputRatio >= 0.95)))
+        print(String(format: "| p50 latency | %.3f | ≤ 1.05 %@ |", p50Ratio, verdict(p50Ratio <= 1.05)))
+        print(String(format: "| p99 latency | %.3f | ≤ 1.05 %@ |", p99Ratio, verdict(p99Ratio <= 1.05)))
+        // Not a target: where the throughput goes. CPU time per request counts every thread of this process (the
+        // driver and the document service; the audit service too with --audit-in-process), so the difference is
+        // what the middleware costs in CPU.
+        print(String(format: "| CPU per request (diagnostic) | %.3f | %+.0f µs per request with the middleware |",
+                     with.cpuPerRequest / without.cpuPerRequest, (with.cpuPerRequest - without.cpuPerRequest) * 1e6))
+    }
+    if let with = rows[.verified], let bare = rows[.bare] {
+        print("")
+        print("| single-use tokens: with / bare signature check (diagnostic: the middleware beyond the signature check) | ratio |")
+        print("|---|---:|")
+        print(String(format: "| throughput | %.3f |", with.throughput / bare.throughput))
+        print(String(format: "| p50 latency | %.3f |", with.p50 / bare.p50))
+        print(String(format: "| p99 latency | %.3f |", with.p99 / bare.p99))
+        print(String(format: "| CPU per request | %.3f (%+.0f µs) |", with.cpuPerRequest / bare.cpuPerRequest,
+                     (with.cpuPerRequest - bare.cpuPerRequest) * 1e6))
+    }
     print("")
     print("audit service: \(audit.total) lines logged, \(audit.mismatched) whose identity metadata was not the account served")
     if let line = audit.lastLine { print("  last line: \(line)") }
     var failed = audit.mismatched > 0
     for mode in Mode.allCases {
-        let tally = results[mode]!.tally
+        guard let tally = results[mode]?.tally else { continue }
         if tally.misattributions + tally.crossTenantReadsAccepted + tally.unexpected + tally.transportErrors > 0 {
             failed = true
             print("FAILED (\(mode.rawValue)): " + tally.examples.joined(separator: "; "))

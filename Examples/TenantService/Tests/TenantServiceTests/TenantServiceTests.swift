@@ -1,6 +1,6 @@
 import AsyncHTTPClient
 import Foundation
-import IdentityProtection
+import IdentityAssertions
 import IdentityRuntime
 import NIOCore
 import NIOHTTP1
@@ -215,6 +215,27 @@ struct TenantServiceTests {
             let forged = try forger.sign(account: bob, tenant: "t0.example", audience: "documents")
             #expect(try await client.send(.PUT, "/bare/docs/\(bob.name)/b", as: nil, body: "x", headers: [("x-identity-assertion", forged)]).status == 401)
             #expect(try await client.send(.PUT, "/bare/docs/\(bob.name)/b", as: nil, body: "x").status == 401)
+        }
+    }
+
+    @Test("the reusable-token routes (/reusable) accept a client's token at every request, refuse a forged one, and run the same hops")
+    func reusableRoutes() async throws {
+        try await withServices { client in
+            let token = try client.services.gatewaySigner.sign(account: bob, tenant: "t0.example", audience: "documents")
+            for round in 0..<3 {
+                let answer = try await client.send(
+                    .PUT, "/reusable/docs/\(bob.name)/r", as: nil, body: "\(bob.name)|r\(round)", headers: [("x-identity-assertion", token)])
+                #expect(answer.status == 200)
+                #expect(answer.report?.hops.allSaw(bob.name) == true)
+            }
+            // The same token on the single-use routes: accepted once, then a replay.
+            #expect(try await client.send(.GET, "/v1/docs/\(bob.name)/r", as: nil, headers: [("x-identity-assertion", token)]).status == 200)
+            #expect(try await client.send(.GET, "/v1/docs/\(bob.name)/r", as: nil, headers: [("x-identity-assertion", token)]).status == 401)
+            let forger = IdentityAssertionSigner(key: try AssertionSigningKey(), keyID: "gateway-1", issuer: "gateway")
+            let forged = try forger.sign(account: bob, tenant: "t0.example", audience: "documents")
+            let refused = try await client.send(.GET, "/reusable/docs/\(bob.name)/r", as: nil, headers: [("x-identity-assertion", forged)])
+            #expect(refused.status == 401)
+            #expect(refused.text.contains(#""code":"bad-signature""#))
         }
     }
 

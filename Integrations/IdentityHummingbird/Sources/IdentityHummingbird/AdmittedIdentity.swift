@@ -1,5 +1,5 @@
 import IdentityPolicy
-import IdentityProtection
+import IdentityAssertions
 import IdentityRuntime
 
 /// The identity a request was admitted under, as ``IdentityMiddleware`` leaves it in the request context.
@@ -23,8 +23,9 @@ public struct AdmittedIdentity: Sendable {
     public let tenant: String?
     /// The account's policy (``PolicyManager/policy(for:)-(Identity?)``), fixed when the request was admitted.
     public let policy: Policy
-    /// The verified assertion (issuer, audience, expiry, token ID). Its token is used up: never forward it; a
-    /// call to another service signs a new one for that service's audience.
+    /// The verified assertion (issuer, audience, expiry, token ID). Never forward its token (a single-use
+    /// verifier has used it up, and its audience is this service); a call to another service signs a new one
+    /// for that service's audience.
     public let assertion: IdentityAssertion
     /// Which header carried it.
     public let source: Source

@@ -1,7 +1,7 @@
 import HTTPTypes
 import Hummingbird
 import IdentityPolicy
-import IdentityProtection
+import IdentityAssertions
 import IdentityRuntime
 
 /// A Hummingbird 2 middleware that runs the rest of the chain under the identity a request proves.
@@ -11,7 +11,10 @@ import IdentityRuntime
 ///    ``assertionHeader`` (`x-identity-assertion`) if present, else from `Authorization: Bearer <token>` when
 ///    ``acceptsBearerToken``. None: 401 `missing-token`. The assertion header sent twice: 401 `malformed-token`.
 /// 2. **Verification** by ``verifier``: signature, key ID, algorithm (EdDSA only), issuer, audience, expiry,
-///    replay. Refused: 401 with the ``AssertionError``'s code (503 `replay-cache-full`).
+///    and, with a single-use verifier (the default mode), replay; a reusable verifier
+///    (`IdentityAssertionVerifier.Mode.reusable`) accepts a client's bearer token at every request while it is
+///    valid, checking its signature once. Refused: 401 with the ``AssertionError``'s code (503
+///    `replay-cache-full`).
 /// 3. **Tenant.** When ``checksTenant`` and the token names a tenant (`tid`), it must be the runtime's tenant of
 ///    the account (``PolicyManager/tenant(of:)``): else 401 `tenant-mismatch`.
 /// 4. **Admission** with ``PolicyManager/withAdmittedIdentity(_:reason:isolation:operation:)``: blocked,
@@ -43,8 +46,9 @@ import IdentityRuntime
 /// - Middleware added *before* this one, and the router's error handling, run without it.
 /// - A response body written by a closure (`ResponseBody { writer in … }`) is written after the handler
 ///   returns, outside the scope: capture an `IdentitySnapshot` in the handler and run the writer's work in it.
-/// - The verified token is used up (replay protection). A call to another service signs a new assertion for
-///   that service's audience (`IdentityAssertionSigner`, or IdentityTracing's instrument).
+/// - With a single-use verifier the verified token is used up (replay protection). Either way, a call to
+///   another service signs a new assertion for that service's audience (`IdentityAssertionSigner`, or
+///   IdentityTracing's instrument).
 ///
 /// > Warning: Put this middleware in front of every route that reads or writes account data. A route outside
 /// > it runs with no thread identity, so data owned by managed accounts is refused to it (and data it writes
@@ -54,7 +58,7 @@ public struct IdentityMiddleware<Context: IdentityRequestContext>: RouterMiddlew
     /// header IdentityTracing's instrument writes.
     public static var defaultAssertionHeader: HTTPField.Name { HTTPField.Name("x-identity-assertion")! }
 
-    /// Verifies the tokens (keys, trusted issuers, this service's audience, the replay cache).
+    /// Verifies the tokens (keys, trusted issuers, this service's audience, and its mode: single-use or reusable).
     public let verifier: IdentityAssertionVerifier
     /// Admits accounts, and answers their policies and tenants.
     public let policies: PolicyManager

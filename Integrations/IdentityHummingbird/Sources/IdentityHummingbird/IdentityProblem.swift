@@ -2,7 +2,7 @@ import Foundation
 import HTTPTypes
 import Hummingbird
 import IdentityPolicy
-import IdentityProtection
+import IdentityAssertions
 
 /// A refusal by ``IdentityMiddleware``, answered as an RFC 9457 problem document
 /// (`Content-Type: application/problem+json`):
@@ -35,6 +35,7 @@ import IdentityProtection
 /// | 401 | `invalid-account` | ``AssertionError/invalidAccount(_:)`` |
 /// | 401 | `tenant-mismatch` | the token's `tid` is not the tenant the runtime knows for the account |
 /// | 503 | `replay-cache-full` | ``AssertionError/replayCacheFull``: the service is over capacity, not the caller wrong |
+/// | 500 | `verification-failed` | ``AssertionError/cryptoBackendFailure(_:)``: the platform crypto failed (401 for the other errors the verifier does not answer about tokens) |
 /// | 403 | `account-blocked` | admission refused: ``AdmissionError/Cause/blocked(_:)`` |
 /// | 403 | `account-not-allowed` | admission refused: ``AdmissionError/Cause/notInAllowedAccounts`` |
 /// | 403 | `account-claimed` | admission refused: ``AdmissionError/Cause/claimed`` |
@@ -105,6 +106,13 @@ public struct IdentityProblem: HTTPResponseError, Sendable, Hashable, CustomStri
         case .invalidAccount: "invalid-account"
         case .lifetimeTooLong: "token-lifetime-too-long"
         case .invalidTenant: "invalid-tenant"
+        // Not answers of `verify` about a token (keys, signing, key sets); a verifier that reported one failed.
+        case .invalidKey, .cryptoBackendFailure, .unsignable, .invalidKeySet: "verification-failed"
+        }
+        if case .cryptoBackendFailure = error {
+            return IdentityProblem(
+                code: code, title: "Identity verification failed", status: .internalServerError,
+                detail: error.description, assertionError: error.code, tokenWasSent: true, typeBase: typeBase)
         }
         if case .replayCacheFull = error {
             return IdentityProblem(

@@ -4,7 +4,7 @@ import Hummingbird
 import HummingbirdTesting
 import IdentityHummingbird
 import IdentityPolicy
-import IdentityProtection
+import IdentityAssertions
 import IdentityRuntime
 import Synchronization
 import Testing

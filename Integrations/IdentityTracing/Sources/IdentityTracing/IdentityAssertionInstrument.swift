@@ -1,11 +1,11 @@
 import Foundation
-import IdentityProtection
+import IdentityAssertions
 import IdentityRuntime
 import Instrumentation
 import ServiceContextModule
 
 /// A swift-distributed-tracing `Instrument` that carries the identity between services as a signed identity
-/// assertion (a compact JWS signed with Ed25519, see ``IdentityProtection/IdentityAssertionSigner``).
+/// assertion (a compact JWS signed with Ed25519, see ``IdentityAssertions/IdentityAssertionSigner``).
 ///
 /// - **Inject** (outgoing): the identity is the context's ``ServiceContext/identity``, else the caller's
 ///   thread identity (``IdentityRuntime/IdentityContext/currentThreadIdentity``; never the process

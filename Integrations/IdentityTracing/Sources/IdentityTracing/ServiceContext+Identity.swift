@@ -1,4 +1,4 @@
-import IdentityProtection
+import IdentityAssertions
 import IdentityRuntime
 import ServiceContextModule
 

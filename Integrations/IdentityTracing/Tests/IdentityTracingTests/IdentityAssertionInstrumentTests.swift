@@ -1,5 +1,5 @@
 import Foundation
-import IdentityProtection
+import IdentityAssertions
 import IdentityRuntime
 import IdentityTracing
 import Instrumentation

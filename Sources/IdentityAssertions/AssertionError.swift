@@ -1,71 +1,6 @@
 import Foundation
-import IdentityRuntime
 
-/// Who a request between services is for: a signed statement of an account (and its tenant) from an issuer to
-/// an audience, valid for a short time, used once. Carried as a standard compact JWS / JWT signed with
-/// Ed25519 (`"alg": "EdDSA"`), so that services in any language can verify it.
-///
-/// Claims (RFC 7519): `sub` the account's name, `tid` its tenant (when known), `iss`, `aud`, `iat`, `nbf`
-/// (when set), `exp` (seconds since 1970, whole numbers), `jti` a unique token ID. The protected header is
-/// `{"alg":"EdDSA","kid":…,"typ":"JWT"}`. See docs/service-boundary.md for the format and the checks.
-public struct IdentityAssertion: Sendable, Hashable {
-    /// The account the request is for.
-    public var account: Identity
-    /// Its tenant (a tenant ID or domain), when known.
-    public var tenant: String?
-    /// Who signed it (the calling service).
-    public var issuer: String
-    /// Who it is for (the called service).
-    public var audience: String
-    /// When it was issued (whole seconds).
-    public var issuedAt: Date
-    /// Not valid before this moment, if set (whole seconds).
-    public var notBefore: Date?
-    /// Not valid from this moment on (whole seconds).
-    public var expiresAt: Date
-    /// A unique ID: a verifier accepts each token ID once.
-    public var tokenID: String
-
-    public init(
-        account: Identity, tenant: String? = nil, issuer: String, audience: String,
-        issuedAt: Date, notBefore: Date? = nil, expiresAt: Date, tokenID: String = UUID().uuidString
-    ) {
-        self.account = account
-        self.tenant = tenant
-        self.issuer = issuer
-        self.audience = audience
-        self.issuedAt = Self.wholeSeconds(issuedAt)
-        self.notBefore = notBefore.map(Self.wholeSeconds)
-        self.expiresAt = Self.wholeSeconds(expiresAt)
-        self.tokenID = tokenID
-    }
-
-    static func wholeSeconds(_ date: Date) -> Date {
-        Date(timeIntervalSince1970: date.timeIntervalSince1970.rounded(.down))
-    }
-
-    /// The claims as a compact JSON object with sorted keys.
-    /// - Throws: ``ProtectionError/invalidEnvelope(reason:)`` when a time is not a whole number of seconds
-    ///   that JSON integers of 64 bits can hold (a date millions of years away).
-    func claimsJSON() throws(ProtectionError) -> [UInt8] {
-        func seconds(_ date: Date, _ claim: String) throws(ProtectionError) -> AssertionJSON.Written {
-            guard let value = Int64(exactly: date.timeIntervalSince1970.rounded(.down)) else {
-                throw .invalidEnvelope(reason: "the assertion's \(claim) cannot be written as whole seconds")
-            }
-            return .integer(value)
-        }
-        var members: [(name: String, value: AssertionJSON.Written)] = [
-            ("aud", .string(audience)), ("exp", try seconds(expiresAt, "exp")), ("iat", try seconds(issuedAt, "iat")),
-            ("iss", .string(issuer)), ("jti", .string(tokenID)),
-        ]
-        if let notBefore { members.append(("nbf", try seconds(notBefore, "nbf"))) }
-        members.append(("sub", .string(account.name)))
-        if let tenant { members.append(("tid", .string(tenant))) }
-        return AssertionJSON.objectBytes(members)
-    }
-}
-
-/// Why an identity assertion was refused. Every case has a stable ``code``.
+/// Why an identity assertion could not be signed or was refused, or a key set was refused. Every case has a stable ``code``.
 ///
 /// | code | case | meaning |
 /// |---|---|---|
@@ -83,6 +18,13 @@ public struct IdentityAssertion: Sendable, Hashable {
 /// | 12 | ``invalidAccount(_:)`` | `sub` is not a valid account name |
 /// | 13 | ``lifetimeTooLong(seconds:maximum:)`` | `exp - iat` is longer than the verifier's maximum lifetime |
 /// | 14 | ``invalidTenant(_:)`` | `tid` is not a valid tenant ID or domain (empty, white space around it, control or format characters, too long) |
+/// | 15 | ``invalidKey(_:)`` | a signing or verification key that is not 32 bytes |
+/// | 16 | ``cryptoBackendFailure(_:)`` | the platform crypto (libcrypto, CryptoKit) failed for a reason unrelated to the input |
+/// | 17 | ``unsignable(_:)`` | the signer cannot write the assertion (a time that 64-bit whole seconds cannot hold) |
+/// | 18 | ``invalidKeySet(_:)`` | a JWKS document refused as a whole, with the ``AssertionKeySet/Refusal`` |
+///
+/// Signing (``IdentityAssertionSigner``, ``AssertionSigningKey``), verifying (``IdentityAssertionVerifier``,
+/// ``AssertionVerificationKey``) and reading key sets (``AssertionKeySet``) all throw this one type.
 public enum AssertionError: Error, Sendable, Hashable, CustomStringConvertible {
     case malformed(String)
     case unsupportedAlgorithm(String)
@@ -98,6 +40,10 @@ public enum AssertionError: Error, Sendable, Hashable, CustomStringConvertible {
     case invalidAccount(String)
     case lifetimeTooLong(seconds: TimeInterval, maximum: TimeInterval)
     case invalidTenant(String)
+    case invalidKey(String)
+    case cryptoBackendFailure(String)
+    case unsignable(String)
+    case invalidKeySet(AssertionKeySet.Refusal)
 
     public var code: Int {
         switch self {
@@ -115,6 +61,10 @@ public enum AssertionError: Error, Sendable, Hashable, CustomStringConvertible {
         case .invalidAccount: 12
         case .lifetimeTooLong: 13
         case .invalidTenant: 14
+        case .invalidKey: 15
+        case .cryptoBackendFailure: 16
+        case .unsignable: 17
+        case .invalidKeySet: 18
         }
     }
 
@@ -134,6 +84,10 @@ public enum AssertionError: Error, Sendable, Hashable, CustomStringConvertible {
         case let .invalidAccount(reason): "invalid account: \(reason)"
         case let .lifetimeTooLong(seconds, maximum): "lifetime of \(seconds) s is longer than the maximum \(maximum) s"
         case let .invalidTenant(reason): "invalid tenant: \(reason)"
+        case let .invalidKey(reason): "invalid key: \(reason)"
+        case let .cryptoBackendFailure(reason): "the crypto library failed: \(reason)"
+        case let .unsignable(reason): "cannot sign: \(reason)"
+        case let .invalidKeySet(refusal): "key set refused: \(refusal)"
         }
         return "AssertionError \(code): \(detail)"
     }

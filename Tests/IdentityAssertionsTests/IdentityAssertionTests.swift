@@ -1,5 +1,5 @@
 import Foundation
-@testable import IdentityProtection
+@testable import IdentityAssertions
 import IdentityRuntime
 import IdentityTesting
 import Testing
@@ -9,6 +9,11 @@ final class TestClock: Sendable {
     private let now = LockedValue(Date(timeIntervalSince1970: 1_800_000_000))
     var date: Date { now.withLock { $0 } }
     func advance(_ seconds: TimeInterval) { now.withLock { $0 = $0.addingTimeInterval(seconds) } }
+}
+
+/// The ``AssertionError/code`` `verifier` refuses `token` with, or `nil` when it accepts it.
+func refusalCode(_ verifier: IdentityAssertionVerifier, _ token: String) -> Int? {
+    do throws(AssertionError) { _ = try verifier.verify(token); return nil } catch { return error.code }
 }
 
 struct AssertionFixture {
@@ -40,6 +45,14 @@ struct AssertionFixture {
         return input + "." + Base64URL.encode(signature)
     }
 
+    /// Adds a new key as `id` to `verifier` (this fixture's by default); returns a token of bob signed with it.
+    func tokenOfSecondKey(_ id: String = "k2", addedTo verifier: IdentityAssertionVerifier? = nil) throws -> String {
+        let key = try AssertionSigningKey()
+        (verifier ?? self.verifier).addKey(key.publicKey, id: id)
+        return try IdentityAssertionSigner(key: key, keyID: id, issuer: "frontend")
+            .sign(account: "bob@contoso.com", audience: "documents", now: clock.date)
+    }
+
     var claims: String {
         let now = Int64(clock.date.timeIntervalSince1970)
         return #"{"aud":"documents","exp":\#(now + 300),"iat":\#(now),"iss":"frontend","jti":"\#(UUID().uuidString)","sub":"alice@contoso.com"}"#
@@ -64,10 +77,7 @@ struct IdentityAssertionTests {
     @Test("rotation: tokens of the old and the new key verify until the old key is removed")
     func rotation() throws {
         let f = try AssertionFixture()
-        let newKey = try AssertionSigningKey()
-        let newSigner = IdentityAssertionSigner(key: newKey, keyID: "k2", issuer: "frontend")
-        f.verifier.addKey(newKey.publicKey, id: "k2")
-        let old = try f.token(), new = try newSigner.sign(account: "bob@contoso.com", audience: "documents", now: f.clock.date)
+        let old = try f.token(), new = try f.tokenOfSecondKey()
         #expect(try f.verifier.verify(old).account == "alice@contoso.com")
         #expect(try f.verifier.verify(new).account == "bob@contoso.com")
         f.verifier.removeKey(id: "k1")
@@ -80,8 +90,12 @@ struct IdentityAssertionTests {
         let key = try AssertionSigningKey()
         let again = try AssertionSigningKey(rawRepresentation: key.rawRepresentation)
         #expect(again.publicKey == key.publicKey)
-        #expect(throws: ProtectionError.self) { try AssertionSigningKey(rawRepresentation: [1, 2, 3]) }
-        #expect(throws: ProtectionError.self) { try AssertionVerificationKey(rawRepresentation: []) }
+        #expect(throws: AssertionError.invalidKey("an Ed25519 private key is 32 bytes, not 3")) {
+            try AssertionSigningKey(rawRepresentation: [1, 2, 3])
+        }
+        #expect(throws: AssertionError.invalidKey("an Ed25519 public key is 32 bytes, not 0")) {
+            try AssertionVerificationKey(rawRepresentation: [])
+        }
     }
 
     @Test("one key object shared by many threads: concurrent signatures and verifications all check out, also as copies die")

@@ -1,5 +1,5 @@
 import Foundation
-@testable import IdentityProtection
+@testable import IdentityAssertions
 import IdentityRuntime
 import Testing
 
@@ -110,9 +110,9 @@ struct AssertionJSONTests {
         var assertion = IdentityAssertion(
             account: "alice@contoso.com", issuer: "frontend", audience: "documents", issuedAt: Date(), expiresAt: Date())
         assertion.expiresAt = Date(timeIntervalSince1970: 1e300)
-        #expect(throws: ProtectionError.self) { try signer.sign(assertion) }
+        #expect { try signer.sign(assertion) } throws: { ($0 as? AssertionError)?.code == 17 }
         assertion.expiresAt = Date().addingTimeInterval(60)
         assertion.notBefore = Date(timeIntervalSince1970: -.infinity)
-        #expect(throws: ProtectionError.self) { try signer.sign(assertion) }
+        #expect { try signer.sign(assertion) } throws: { ($0 as? AssertionError)?.code == 17 }
     }
 }

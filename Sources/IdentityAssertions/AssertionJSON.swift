@@ -11,8 +11,10 @@
 ///   valid pairs;
 /// - numbers follow the grammar of RFC 8259 §6; ``Value/integer(_:)`` only for an integer without fraction or
 ///   exponent that fits `Int64` (a claim such as `exp` given as `1.8e9` is refused as malformed);
-/// - nesting deeper than ``maximumDepth`` is refused.
-/// Member values the verifier does not read are checked for syntax, then dropped (``Value/other``).
+/// - nesting deeper than ``maximumDepth`` is refused (or the depth of the ``Limits`` given).
+/// Member values the verifier does not read are checked for syntax, then dropped (``Value/other``). A reader
+/// of JWKS documents (``AssertionKeySet``) asks for nested objects too (``Limits/keepsObjects``), and for limits
+/// on the length of strings and numbers.
 enum AssertionJSON {
     enum Value: Equatable {
         case string(String)
@@ -20,16 +22,37 @@ enum AssertionJSON {
         /// An array whose elements are all strings (e.g. `aud`).
         case strings([String])
         case null
+        /// A nested object (only with ``Limits/keepsObjects``; else ``other``).
+        case object([String: Value])
+        /// A non-empty array whose elements are all objects (only with ``Limits/keepsObjects``; else ``other``).
+        case objects([[String: Value]])
         /// Any other value (a boolean, a non-integer number, an object, an array with a non-string).
         case other
     }
 
     static let maximumDepth = 16
 
+    /// What the reader accepts beyond the grammar.
+    struct Limits {
+        /// Objects and arrays nested deeper than this are refused.
+        var maximumDepth = AssertionJSON.maximumDepth
+        /// Strings (member names and values) longer than this many bytes, as written, are refused.
+        var maximumStringLength = Int.max
+        /// Numbers longer than this many characters are refused.
+        var maximumNumberLength = Int.max
+        /// Numbers other than integers that fit `Int64` (a fraction, an exponent, more digits) are refused.
+        var integersOnly = false
+        /// Nested objects are kept (``Value/object(_:)``, ``Value/objects(_:)``) instead of dropped.
+        var keepsObjects = false
+
+        /// A token's header and claims: the token's own length bounds everything.
+        static let token = Limits()
+    }
+
     /// The members of the object `bytes` holds, or the reason it is refused (for ``AssertionError/malformed(_:)``).
-    static func object(_ bytes: [UInt8]) -> Result<[String: Value], Failure> {
+    static func object(_ bytes: [UInt8], limits: Limits = .token) -> Result<[String: Value], Failure> {
         bytes.withUnsafeBufferPointer { buffer in
-            var reader = Reader(bytes: buffer)
+            var reader = Reader(bytes: buffer, limits: limits)
             do throws(Failure) {
                 reader.skipWhiteSpace()
                 guard reader.peek() == UInt8(ascii: "{") else { throw Failure("not a JSON object") }
@@ -50,6 +73,7 @@ enum AssertionJSON {
 
     private struct Reader {
         let bytes: UnsafeBufferPointer<UInt8>
+        let limits: Limits
         var index = 0
 
         func peek() -> UInt8? { index < bytes.count ? bytes[index] : nil }
@@ -72,7 +96,7 @@ enum AssertionJSON {
 
         /// The object starting at `index` (at `{`), with duplicate names refused.
         mutating func readObject(depth: Int) throws(Failure) -> [String: Value] {
-            guard depth <= AssertionJSON.maximumDepth else { throw Failure("nested deeper than \(AssertionJSON.maximumDepth)") }
+            guard depth <= limits.maximumDepth else { throw Failure("nested deeper than \(limits.maximumDepth)") }
             try expect(UInt8(ascii: "{"))
             var members: [String: Value] = [:]
             skipWhiteSpace()
@@ -104,8 +128,8 @@ enum AssertionJSON {
             case UInt8(ascii: "\""):
                 return .string(try readString())
             case UInt8(ascii: "{"):
-                _ = try readObject(depth: depth + 1)
-                return .other
+                let members = try readObject(depth: depth + 1)
+                return limits.keepsObjects ? .object(members) : .other
             case UInt8(ascii: "["):
                 return try readArray(depth: depth + 1)
             case UInt8(ascii: "t"):
@@ -134,9 +158,10 @@ enum AssertionJSON {
         }
 
         mutating func readArray(depth: Int) throws(Failure) -> Value {
-            guard depth <= AssertionJSON.maximumDepth else { throw Failure("nested deeper than \(AssertionJSON.maximumDepth)") }
+            guard depth <= limits.maximumDepth else { throw Failure("nested deeper than \(limits.maximumDepth)") }
             try expect(UInt8(ascii: "["))
             var strings: [String]? = []
+            var objects: [[String: Value]]? = limits.keepsObjects ? [] : nil
             skipWhiteSpace()
             if peek() == UInt8(ascii: "]") {
                 index += 1
@@ -144,11 +169,21 @@ enum AssertionJSON {
             }
             while true {
                 skipWhiteSpace()
-                if case let .string(element) = try readValue(depth: depth) { strings?.append(element) } else { strings = nil }
+                switch try readValue(depth: depth) {
+                case let .string(element):
+                    strings?.append(element)
+                    objects = nil
+                case let .object(members):
+                    objects?.append(members)
+                    strings = nil
+                default:
+                    strings = nil
+                    objects = nil
+                }
                 skipWhiteSpace()
                 guard let next = peek() else { throw Failure("unterminated array") }
                 index += 1
-                if next == UInt8(ascii: "]") { return strings.map(Value.strings) ?? .other }
+                if next == UInt8(ascii: "]") { return strings.map(Value.strings) ?? objects.map(Value.objects) ?? .other }
                 guard next == UInt8(ascii: ",") else { throw Failure("expected ',' or ']' at byte \(index - 1)") }
             }
         }
@@ -187,12 +222,24 @@ enum AssertionJSON {
                 if peek() == UInt8(ascii: "+") || peek() == UInt8(ascii: "-") { index += 1 }
                 try readDigits()
             }
-            guard integral, fits else { return .other }
+            guard index - start <= limits.maximumNumberLength else {
+                throw Failure("a number longer than \(limits.maximumNumberLength) characters at byte \(start)")
+            }
+            guard integral, fits else {
+                if limits.integersOnly { throw Failure("a number that is not a 64-bit integer at byte \(start)") }
+                return .other
+            }
             if negative {
-                guard magnitude <= UInt64(Int64.max) + 1 else { return .other }
+                guard magnitude <= UInt64(Int64.max) + 1 else {
+                    if limits.integersOnly { throw Failure("a number that is not a 64-bit integer at byte \(start)") }
+                    return .other
+                }
                 return .integer(magnitude == UInt64(Int64.max) + 1 ? Int64.min : -Int64(magnitude))
             }
-            guard magnitude <= UInt64(Int64.max) else { return .other }
+            guard magnitude <= UInt64(Int64.max) else {
+                if limits.integersOnly { throw Failure("a number that is not a 64-bit integer at byte \(start)") }
+                return .other
+            }
             return .integer(Int64(magnitude))
         }
 
@@ -209,6 +256,9 @@ enum AssertionJSON {
             // Fast path: no escapes.
             while index < bytes.count {
                 let byte = bytes[index]
+                guard index - start < limits.maximumStringLength || byte == UInt8(ascii: "\"") else {
+                    throw Failure("a string longer than \(limits.maximumStringLength) bytes at byte \(start)")
+                }
                 if byte == UInt8(ascii: "\"") {
                     let text = String(validating: UnsafeBufferPointer(rebasing: bytes[start..<index]), as: UTF8.self)
                     index += 1
@@ -221,6 +271,9 @@ enum AssertionJSON {
             }
             var unescaped = Array(bytes[start..<index])
             while index < bytes.count {
+                guard index - start <= limits.maximumStringLength else {
+                    throw Failure("a string longer than \(limits.maximumStringLength) bytes at byte \(start)")
+                }
                 let byte = bytes[index]
                 index += 1
                 switch byte {

@@ -25,7 +25,7 @@ public struct IdentityAssertionSigner: Sendable {
     }
 
     /// The compact JWS of `assertion` (its issuer is replaced by this signer's).
-    public func sign(_ assertion: IdentityAssertion) throws(ProtectionError) -> String {
+    public func sign(_ assertion: IdentityAssertion) throws(AssertionError) -> String {
         var assertion = assertion
         assertion.issuer = issuer
         let signingInput = encodedHeader + "." + Base64URL.encode(try assertion.claimsJSON())
@@ -37,7 +37,7 @@ public struct IdentityAssertionSigner: Sendable {
     /// fresh token ID.
     public func sign(
         account: Identity, tenant: String? = nil, audience: String, lifetime: TimeInterval = 300, now: Date = Date()
-    ) throws(ProtectionError) -> String {
+    ) throws(AssertionError) -> String {
         try sign(IdentityAssertion(
             account: account, tenant: tenant, issuer: issuer, audience: audience, issuedAt: now,
             expiresAt: now.addingTimeInterval(lifetime)))

@@ -1,0 +1,141 @@
+#if canImport(CryptoKit)
+import CryptoKit
+#elseif IDENTITY_SWIFT_CRYPTO
+// The CryptoKit branch compiled against apple/swift-crypto (the same API): see Checks/SwiftCrypto.
+import Crypto
+#else
+import CIdentityCrypto
+#endif
+
+/// Ed25519 (RFC 8032) from the platform crypto: 32-byte raw private keys (seeds) and public keys, 64-byte
+/// signatures.
+///
+/// With libcrypto (Linux), the library's key object is made once, when a key is made, and shared by every copy
+/// and thread that uses it (making it costs as much as a signature: it derives the public key). With CryptoKit
+/// or swift-crypto, whose key types are not `Sendable`, a key value is made per operation.
+package enum Ed25519 {
+    package static let keyLength = 32
+    package static let signatureLength = 64
+
+    /// A new random private key (seed).
+    package static func generatePrivateKey() throws(CryptoFailure) -> [UInt8] {
+        #if canImport(CryptoKit) || IDENTITY_SWIFT_CRYPTO
+        return Array(Curve25519.Signing.PrivateKey().rawRepresentation)
+        #else
+        var privateKey = [UInt8](repeating: 0, count: keyLength)
+        var publicKey = [UInt8](repeating: 0, count: keyLength)
+        guard cidc_ed25519_generate(&privateKey, &publicKey) == 1 else {
+            throw .backend("Ed25519 key generation failed")
+        }
+        return privateKey
+        #endif
+    }
+
+    /// A private key ready to sign, with its public key.
+    package struct PrivateKey: Sendable {
+        /// The 32-byte seed.
+        package let rawRepresentation: [UInt8]
+        /// The 32-byte public key.
+        package let publicKey: [UInt8]
+        #if !(canImport(CryptoKit) || IDENTITY_SWIFT_CRYPTO)
+        private let object: KeyObject
+        #endif
+
+        /// - Precondition: `rawRepresentation` is 32 bytes.
+        package init(rawRepresentation: [UInt8]) throws(CryptoFailure) {
+            precondition(rawRepresentation.count == Ed25519.keyLength)
+            self.rawRepresentation = rawRepresentation
+            #if canImport(CryptoKit) || IDENTITY_SWIFT_CRYPTO
+            do {
+                publicKey = Array(try Curve25519.Signing.PrivateKey(rawRepresentation: rawRepresentation).publicKey.rawRepresentation)
+            } catch {
+                throw .backend("Ed25519 private key: \(error)")
+            }
+            #else
+            guard let object = KeyObject(privateKey: rawRepresentation) else {
+                throw .backend("Ed25519 private key: the crypto library refused it")
+            }
+            self.object = object
+            var publicKey = [UInt8](repeating: 0, count: Ed25519.keyLength)
+            guard cidc_ed25519_raw_public_key(object.pointer, &publicKey) == 1 else {
+                throw .backend("Ed25519 public key derivation failed")
+            }
+            self.publicKey = publicKey
+            #endif
+        }
+
+        /// The 64-byte signature of `message`.
+        package func signature(of message: [UInt8]) throws(CryptoFailure) -> [UInt8] {
+            #if canImport(CryptoKit) || IDENTITY_SWIFT_CRYPTO
+            do {
+                return Array(try Curve25519.Signing.PrivateKey(rawRepresentation: rawRepresentation).signature(for: message))
+            } catch {
+                throw .backend("Ed25519 signing failed: \(error)")
+            }
+            #else
+            var signature = [UInt8](repeating: 0, count: Ed25519.signatureLength)
+            guard cidc_ed25519_sign(object.pointer, message, message.count, &signature) == 1 else {
+                throw .backend("Ed25519 signing failed")
+            }
+            return signature
+            #endif
+        }
+    }
+
+    /// A public key ready to verify.
+    package struct PublicKey: Sendable {
+        /// The 32-byte public key.
+        package let rawRepresentation: [UInt8]
+        #if !(canImport(CryptoKit) || IDENTITY_SWIFT_CRYPTO)
+        /// `nil` when the bytes are not a key the library accepts: every signature is then invalid.
+        private let object: KeyObject?
+        #endif
+
+        /// - Precondition: `rawRepresentation` is 32 bytes.
+        package init(rawRepresentation: [UInt8]) {
+            precondition(rawRepresentation.count == Ed25519.keyLength)
+            self.rawRepresentation = rawRepresentation
+            #if !(canImport(CryptoKit) || IDENTITY_SWIFT_CRYPTO)
+            object = KeyObject(publicKey: rawRepresentation)
+            #endif
+        }
+
+        /// Whether `signature` is a valid signature of `message` under this key: one call into the crypto library.
+        package func isValidSignature(_ signature: [UInt8], of message: [UInt8]) throws(CryptoFailure) -> Bool {
+            guard signature.count == Ed25519.signatureLength else { return false }
+            #if canImport(CryptoKit) || IDENTITY_SWIFT_CRYPTO
+            guard let key = try? Curve25519.Signing.PublicKey(rawRepresentation: rawRepresentation) else { return false }
+            return key.isValidSignature(signature, for: message)
+            #else
+            guard let object else { return false }
+            switch cidc_ed25519_verify(object.pointer, message, message.count, signature) {
+            case 1: return true
+            case 0: return false
+            default: throw .backend("Ed25519 verification failed")
+            }
+            #endif
+        }
+    }
+
+    #if !(canImport(CryptoKit) || IDENTITY_SWIFT_CRYPTO)
+    /// Owns one libcrypto `EVP_PKEY` (an Ed25519 private or public key) and frees it with the last reference.
+    ///
+    /// `@unchecked Sendable`: the object is never modified after it is made, and OpenSSL 3 lets threads share a
+    /// key object that nobody modifies; each signature or verification makes its own `EVP_MD_CTX`.
+    private final class KeyObject: @unchecked Sendable {
+        let pointer: OpaquePointer
+
+        init?(privateKey: [UInt8]) {
+            guard let pointer = cidc_ed25519_private_key_new(privateKey) else { return nil }
+            self.pointer = pointer
+        }
+
+        init?(publicKey: [UInt8]) {
+            guard let pointer = cidc_ed25519_public_key_new(publicKey) else { return nil }
+            self.pointer = pointer
+        }
+
+        deinit { cidc_ed25519_key_free(pointer) }
+    }
+    #endif
+}
