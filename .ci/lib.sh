@@ -15,7 +15,7 @@
 #   .build (release)            release (the callgrind gate and the release stress runs)
 #   .build-tsan                 --sanitize=thread (the test suite and the stress run under ThreadSanitizer)
 #   .build-integrations         every package under Integrations/ and Examples/TenantService, debug: SwiftNIO,
-#                               Hummingbird, postgres-nio and their peers compile once
+#                               Hummingbird, Vapor, postgres-nio and their peers compile once
 #   .build-integrations-tsan    the same packages under ThreadSanitizer (full lane)
 #   .build-integrations-release Integrations/IdentityNIO's release bench, identity-nio-bench (the NIO callgrind
 #                               gate, full lane)
@@ -191,6 +191,7 @@ landing_lane() {
     ci_step "Integrations/IdentityLogging: swift test" step_package_test Integrations/IdentityLogging
     ci_step "Integrations/IdentityTracing: swift test" step_package_test Integrations/IdentityTracing
     ci_step "Integrations/IdentityHummingbird: swift test" step_package_test Integrations/IdentityHummingbird
+    ci_step "Integrations/IdentityVapor: swift test" step_package_test Integrations/IdentityVapor
     ci_step "Integrations/IdentityNIO: swift test" step_package_test Integrations/IdentityNIO
     ci_step "Examples/TenantService: swift test" step_package_test Examples/TenantService
     ci_step "Integrations/IdentityPostgres: swift test against a throwaway PostgreSQL" step_postgres
@@ -260,6 +261,7 @@ full_lane() {
     ci_step "Integrations/IdentityLogging under ThreadSanitizer" step_package_test_tsan Integrations/IdentityLogging
     ci_step "Integrations/IdentityTracing under ThreadSanitizer" step_package_test_tsan Integrations/IdentityTracing
     ci_step "Integrations/IdentityHummingbird under ThreadSanitizer" step_package_test_tsan Integrations/IdentityHummingbird
+    ci_step "Integrations/IdentityVapor under ThreadSanitizer" step_package_test_tsan Integrations/IdentityVapor
     ci_step "Integrations/IdentityNIO under ThreadSanitizer" step_package_test_tsan Integrations/IdentityNIO
     ci_step "Integrations/IdentityPostgres under ThreadSanitizer (stores, offline, kill and restart)" step_postgres_tsan
     ci_step "Examples/TenantService: tenant-load, with and without the middleware and a bare check" step_load

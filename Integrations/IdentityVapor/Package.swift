@@ -18,6 +18,7 @@ let package = Package(
                 .product(name: "Vapor", package: "vapor"),
                 .product(name: "IdentityRuntime", package: "swift-identity-runtime"),
                 .product(name: "IdentityPolicy", package: "swift-identity-runtime"),
+                .product(name: "IdentityAssertions", package: "swift-identity-runtime"),
                 .product(name: "IdentityProtection", package: "swift-identity-runtime"),
             ],
             swiftSettings: [.enableUpcomingFeature("ExistentialAny")]
@@ -30,6 +31,7 @@ let package = Package(
                 .product(name: "VaporTesting", package: "vapor"),
                 .product(name: "IdentityRuntime", package: "swift-identity-runtime"),
                 .product(name: "IdentityPolicy", package: "swift-identity-runtime"),
+                .product(name: "IdentityAssertions", package: "swift-identity-runtime"),
                 .product(name: "IdentityProtection", package: "swift-identity-runtime"),
             ],
             swiftSettings: [.enableUpcomingFeature("ExistentialAny")]

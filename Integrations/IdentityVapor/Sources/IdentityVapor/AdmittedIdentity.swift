@@ -1,5 +1,5 @@
 import IdentityPolicy
-import IdentityProtection  // IdentityAssertion: the one import to switch when the assertion types move
+import IdentityAssertions
 import IdentityRuntime
 import Vapor
 

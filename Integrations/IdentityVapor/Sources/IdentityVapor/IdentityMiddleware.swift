@@ -1,5 +1,6 @@
 import IdentityPolicy
-import IdentityProtection  // IdentityAssertionVerifier, AssertionError (and ProtectionError, which stays here)
+import IdentityAssertions
+import IdentityProtection
 import IdentityRuntime
 import Vapor
 
@@ -184,6 +185,13 @@ extension IdentityProblem {
         case .invalidAccount: "invalid-account"
         case .lifetimeTooLong: "token-lifetime-too-long"
         case .invalidTenant: "invalid-tenant"
+        // Not answers of `verify` about a token (keys, signing, key sets); a verifier that reported one failed.
+        case .invalidKey, .cryptoBackendFailure, .unsignable, .invalidKeySet: "verification-failed"
+        }
+        if case .cryptoBackendFailure = error {
+            return IdentityProblem(
+                code: code, title: "Identity verification failed", status: .internalServerError,
+                detail: error.description, assertionError: error.code, tokenWasSent: true, typeBase: typeBase)
         }
         if case .replayCacheFull = error {
             return IdentityProblem(

@@ -37,12 +37,13 @@ import Vapor
 /// | 401 | `invalid-tenant` | `AssertionError.invalidTenant` |
 /// | 401 | `tenant-mismatch` | the token's `tid` is not the tenant the runtime knows for the account |
 /// | 503 | `replay-cache-full` | `AssertionError.replayCacheFull`: the service is over capacity, not the caller wrong |
+/// | 500 | `verification-failed` | `AssertionError.cryptoBackendFailure`: the platform crypto failed (401 for the other errors the verifier does not answer about tokens) |
 /// | 503 | `policy-unavailable` | the `PolicyManager`'s policy source has not loaded yet (IdentityVapor only, see below) |
 /// | 403 | `account-blocked` | admission refused: ``AdmissionError/Cause/blocked(_:)`` |
 /// | 403 | `account-not-allowed` | admission refused: ``AdmissionError/Cause/notInAllowedAccounts`` |
 /// | 403 | `account-claimed` | admission refused: ``AdmissionError/Cause/claimed`` |
 /// | 403 | `admission-denied` | an ``AdmissionCheck`` denied the account (it is now blocked) |
-/// | 503 | `admission-unavailable` | no ``AdmissionCheck`` could decide now; retry later |
+/// | 503 | `admission-unavailable` | no ``AdmissionCheck`` could decide now, or the policy source has not loaded; retry later |
 ///
 /// `policy-unavailable` is the one code IdentityHummingbird does not have: its middleware admits the request
 /// and the handler's first operation on owned data fails with `ProtectionError.policyUnavailable` (115);

@@ -1,7 +1,7 @@
 import Dispatch
 import Foundation
 import IdentityPolicy
-import IdentityProtection  // the assertion types: the one import to switch when they move
+import IdentityAssertions
 import IdentityRuntime
 @testable import IdentityVapor  // IdentityProblem.Document, to read refusals
 import Testing

@@ -1,6 +1,7 @@
 import Foundation
 import IdentityPolicy
-import IdentityProtection  // AssertionError (switch this import when the assertion types move) and ProtectionError (stays)
+import IdentityAssertions
+import IdentityProtection
 import IdentityRuntime
 @testable import IdentityVapor
 import Testing
