@@ -196,6 +196,33 @@ struct StoreBridgeAttackTests {
         }
     }
 
+    /// The control: the same interleaving with the synchronous write (on a GCD thread, blocked on the same
+    /// gate): the wipe waits for the write in flight and removes its file.
+    @Test("control: a wipe during a synchronous write's key fetch waits for it and leaves nothing behind")
+    func wipeDuringSynchronousWriteLeavesNothing() async throws {
+        let base = try Fixture(isolated: true)
+        let store = PauseAfterFetchStore(database: base.keys)
+        let files = try FileProtectionManager(
+            roots: [base.root], keyStore: store, policy: base.policy, stateDirectory: base.directory + "/state-pause")
+        let path = base.path("late.txt")
+        async let write: Result<Void, ProtectionError> = onDispatchThread {
+            IdentityContext.withThreadIdentity(alice) {
+                result { () throws(ProtectionError) in try files.writeFile(atPath: path, contents: Data("x".utf8)) }
+            }
+        }
+        var spins = 0
+        while store.fetched == 0 && spins < 2_000 { try await Task.sleep(for: .milliseconds(5)); spins += 1 }
+        async let wipe: Result<[String], ProtectionError> = onDispatchThread {
+            IdentityContext.withThreadIdentity(alice) { result { () throws(ProtectionError) in try files.removeFiles(ownedBy: alice) } }
+        }
+        try await Task.sleep(for: .milliseconds(200))
+        store.openGate()
+        let (written, wiped) = await (write, wipe)
+        #expect(throws: Never.self) { try written.get() }
+        #expect(try wiped.get() == [path])
+        #expect(!FileManager.default.fileExists(atPath: path))
+    }
+
     // MARK: First rounds leave owner records behind
 
     /// A first round that creates a file (ProtectedFile `.create`, or the temporary file of an atomic write)
@@ -366,6 +393,27 @@ struct StoreBridgeAttackTests {
         }
     }
 
+    // MARK: A protected stream iterated twice
+
+    /// Pre-existing (the sealer is made at the call, its salt with it), reachable through the new
+    /// `async.protect(source)`: every iterator of the returned stream seals with the same stream key and the
+    /// same record nonces. A base that yields other bytes the second time (a file re-read, a request body
+    /// source that restarts) gets two ciphertexts under one (key, nonce): their XOR is the XOR of the
+    /// plaintexts (and GCM's authentication key can be recovered).
+    @Test("hole_preexisting: iterating a sealing stream twice never reuses a (key, nonce) pair")
+    func hole_preexisting_secondIterationReusesNonces() async throws {
+        let fixture = try RemoteFixture()
+        let box = LockedValue(Array(repeating: UInt8(0x41), count: 64))
+        let stream = try await fixture.data.async.protect(ChangingSource(box: box), identity: alice, chunkSize: 64)
+        let first = try await stream.collect()
+        box.withLock { $0 = Array(repeating: UInt8(0x42), count: 64) }
+        let second = try await stream.collect()
+        let common = zip(first, second).prefix { $0 == $1 }.count
+        let xors = zip(first[common...], second[common...]).prefix(64).map { $0 ^ $1 }
+        #expect(!(xors.count == 64 && xors.allSatisfy { $0 == 0x41 ^ 0x42 }),
+                "the two envelopes share \(common) leading bytes (header and salt) and their bodies XOR to the plaintexts' XOR")
+    }
+
     // MARK: Re-runs of file operations: same outcome as the synchronous call
 
     @Test("async .truncate of an existing encrypted file on a cold store: one handle, the data replaced, as synchronously")
@@ -420,4 +468,20 @@ struct StoreBridgeAttackTests {
 extension Result where Failure == ProtectionError {
     var isFailure: Bool { if case .failure = self { return true } else { return false } }
     var failureCode: Int? { if case let .failure(error) = self { return error.code } else { return nil } }
+}
+
+/// A base sequence that yields the box's bytes at the time each iterator is made.
+struct ChangingSource: AsyncSequence, Sendable {
+    typealias Element = [UInt8]
+    let box: LockedValue<[UInt8]>
+
+    struct AsyncIterator: AsyncIteratorProtocol {
+        var bytes: [UInt8]?
+        mutating func next() async -> [UInt8]? {
+            defer { bytes = nil }
+            return bytes
+        }
+    }
+
+    func makeAsyncIterator() -> AsyncIterator { AsyncIterator(bytes: box.withLock { $0 }) }
 }
