@@ -71,11 +71,18 @@ final class RemoteKeyStoreDouble: KeyStore {
         }
     }
 
+    /// A request of this store in a `StoreBridge` run.
+    private struct Request: Hashable, Sendable {
+        let store: ObjectIdentifier
+        let name: String
+    }
+
     private func bridged<Value: Sendable>(
         _ key: String, _ fetch: @escaping @Sendable () async throws(ProtectionError) -> Value
     ) throws(ProtectionError) -> Value {
+        // The store's identity is part of the request's key: another store's answers never stand in for its own.
         try StoreBridge.wait(
-            for: key, operation: key, timeout: bridgeTimeout,
+            for: Request(store: ObjectIdentifier(self), name: key), operation: key, timeout: bridgeTimeout,
             timedOut: ProtectionError.keyStoreUnavailable(reason: "no answer in \(bridgeTimeout)"), fetch)
     }
 

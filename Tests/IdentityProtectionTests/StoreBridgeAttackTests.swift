@@ -165,12 +165,11 @@ final class ThreadBlockingStore: KeyStore {
 struct StoreBridgeAttackTests {
     // MARK: Re-run vs wipe
 
-    /// The synchronous write runs inside `creating(for:)` while it waits for the key, so a wipe of the owner waits
-    /// for it and then removes its file. The asynchronous write leaves `creating(for:)` between its rounds; a wipe
-    /// that runs meanwhile does not wait for it, and the second round writes a file with the key fetched before
-    /// the wipe: the file survives the wipe, encrypted under a destroyed key.
-    @Test("hole_: a wipe between the rounds of an async write leaves no file behind under a destroyed key")
-    func hole_wipeBetweenRoundsLeavesNoSurvivor() async throws {
+    /// Found by review: the asynchronous write left `creating(for:)` between its rounds, so a wipe meanwhile did not
+    /// wait for it and the second round wrote a file under a key the wipe destroyed. A round that stops to await
+    /// a key now keeps its creation in flight until the run ends, as the synchronous write does.
+    @Test("a wipe between the rounds of an async write leaves no file behind under a destroyed key")
+    func wipeBetweenRoundsLeavesNoSurvivor() async throws {
         let base = try Fixture(isolated: true)
         let store = PauseAfterFetchStore(database: base.keys)
         let files = try FileProtectionManager(
@@ -225,12 +224,11 @@ struct StoreBridgeAttackTests {
 
     // MARK: First rounds leave owner records behind
 
-    /// A first round that creates a file (ProtectedFile `.create`, or the temporary file of an atomic write)
-    /// records its owner by inode in the index, needs the key, and unlinks the file, but not its index entry.
-    /// The inode is free; the next file made there (by another account, by another program) gets it and
-    /// inherits the owner.
-    @Test("hole_: an async open that fetched a key leaves no owner record for the inode it unlinked (index storage)")
-    func hole_firstRoundLeavesNoOwnerRecord() async throws {
+    /// Found by review: a first round that created a file (ProtectedFile `.create`, or the temporary file of an
+    /// atomic write) recorded its owner by inode in the index, needed the key, and unlinked the file but not its
+    /// index entry, so the next file on that inode inherited the owner. Removed files now lose their entry.
+    @Test("an async open that fetched a key leaves no owner record for the inode it unlinked (index storage)")
+    func firstRoundLeavesNoOwnerRecord() async throws {
         let base = try Fixture(ownerStorage: .indexOnly, isolated: true)
         let remote = RemoteKeyStoreDouble(database: base.keys)
         let files = try FileProtectionManager(
@@ -261,11 +259,10 @@ struct StoreBridgeAttackTests {
 
     // MARK: Answer keys
 
-    /// Two stores that name their requests the same way ("key <id> of <account>", as the test double and
-    /// PostgresKeyStore do) share answers inside one run: the fallback store is never asked, it gets the
-    /// primary's `keyNotFound`. The synchronous call asks both.
-    @Test("hole_: answers recorded in a run are per store: a fallback store is asked, as in the synchronous call")
-    func hole_answersAreNotSharedBetweenStores() async throws {
+    /// Found by review: two stores that named their requests the same way shared answers inside one run. The
+    /// stores now put their own identity in the request's key (and the bridge the answer's type).
+    @Test("answers recorded in a run are per store: a fallback store is asked, as in the synchronous call")
+    func answersAreNotSharedBetweenStores() async throws {
         let base = try Fixture(isolated: true)
         let sealed = try base.data.protect(Data("from the old database".utf8), identity: alice)
         let newDatabase = try FileKeyStore(directory: base.directory + "/keys-new")
@@ -290,11 +287,10 @@ struct StoreBridgeAttackTests {
 
     // MARK: Nested and stalled fetches on the blocking path
 
-    /// The blocking path runs every fetch on one thread. A fetch that itself waits on a bridged store (its
-    /// synchronous API: a KEK provider, a layered cache) blocks that thread, and the inner fetch, queued on the
-    /// same thread, never runs: the inner wait always times out.
-    @Test("hole_: a fetch that calls another bridged store's synchronous API answers on a GCD thread")
-    func hole_nestedBridgeOnBlockingPath() async throws {
+    /// Found by review: the blocking path ran every fetch on one thread, so a fetch that itself waited on a bridged
+    /// store never got its inner answer. Each blocking wait's fetch now has a thread of its own.
+    @Test("a fetch that calls another bridged store's synchronous API answers on a GCD thread")
+    func nestedBridgeOnBlockingPath() async throws {
         let base = try Fixture(isolated: true)
         let inner = RemoteKeyStoreDouble(database: base.keys, latency: .milliseconds(10), bridgeTimeout: .seconds(1))
         let layered = LayeredKeyStore(inner: inner)
@@ -309,10 +305,9 @@ struct StoreBridgeAttackTests {
         #expect(try base.data.protectionInfo(sealed)?.owner == alice)
     }
 
-    /// One store whose fetch blocks its thread stalls every other store's synchronous waits in the process:
-    /// they all need the one bridge thread.
-    @Test("hole_: a store whose fetch blocks does not make a healthy store's synchronous calls time out")
-    func hole_stalledFetchDoesNotStallOtherStores() async throws {
+    /// Found by review: one store whose fetch blocked its thread stalled every other store's synchronous waits.
+    @Test("a store whose fetch blocks does not make a healthy store's synchronous calls time out")
+    func stalledFetchDoesNotStallOtherStores() async throws {
         let base = try Fixture(isolated: true)
         let stuck = ThreadBlockingStore()
         defer { stuck.release.signal() }
@@ -327,11 +322,10 @@ struct StoreBridgeAttackTests {
 
     // MARK: Deadlines
 
-    /// The bridge's `timeout` bounds the blocking wait; the asynchronous path awaits the fetch for as long as it
-    /// takes. A store that misses its own deadline (here: a fetch held at a gate) hangs the async call, where
-    /// the synchronous call ends with 113 after the timeout; cancelling the calling task does not end it either.
-    @Test("hole_: an async call on a store that does not answer ends (timeout or cancellation), as the synchronous one does")
-    func hole_asyncCallEndsWhenStoreNeverAnswers() async throws {
+    /// Found by review: the asynchronous path awaited a fetch for as long as it took. The bridge's `timeout` now
+    /// bounds both paths, and cancelling the calling task ends the wait.
+    @Test("an async call on a store that does not answer ends (timeout or cancellation), as the synchronous one does")
+    func asyncCallEndsWhenStoreNeverAnswers() async throws {
         let fixture = try RemoteFixture(bridgeTimeout: .milliseconds(200))
         fixture.remote.closeGate()
         defer { fixture.remote.openGate() }
@@ -395,13 +389,11 @@ struct StoreBridgeAttackTests {
 
     // MARK: A protected stream iterated twice
 
-    /// Pre-existing (the sealer is made at the call, its salt with it), reachable through the new
-    /// `async.protect(source)`: every iterator of the returned stream seals with the same stream key and the
-    /// same record nonces. A base that yields other bytes the second time (a file re-read, a request body
-    /// source that restarts) gets two ciphertexts under one (key, nonce): their XOR is the XOR of the
-    /// plaintexts (and GCM's authentication key can be recovered).
-    @Test("hole_preexisting: iterating a sealing stream twice never reuses a (key, nonce) pair")
-    func hole_preexisting_secondIterationReusesNonces() async throws {
+    /// Found by review (older than the async entry points): every iterator of a sealing stream sealed with the
+    /// same stream key and nonces, so a base that yields other bytes the second time gave two ciphertexts under
+    /// one (key, nonce). Each iteration now draws its own salt.
+    @Test("iterating a sealing stream twice never reuses a (key, nonce) pair")
+    func secondIterationReusesNonces() async throws {
         let fixture = try RemoteFixture()
         let box = LockedValue(Array(repeating: UInt8(0x41), count: 64))
         let stream = try await fixture.data.async.protect(ChangingSource(box: box), identity: alice, chunkSize: 64)

@@ -93,6 +93,9 @@ public struct ProtectedByteStream<Base: AsyncSequence>: AsyncSequence where Base
         var base: Base.AsyncIterator
         var transform: Transform
         var finished = false
+        /// Whether a sealer got its own salt: every iteration seals a new stream (a second iteration of the
+        /// same sequence must not reuse the first one's stream key and nonces).
+        var resalted = false
 
         /// The next piece; `nil` at the end.
         ///
@@ -100,6 +103,10 @@ public struct ProtectedByteStream<Base: AsyncSequence>: AsyncSequence where Base
         /// thread (`StoreBridge.withoutBlocking`): the piece stays buffered and the header is read again once
         /// the key is at hand.
         public mutating func next() async throws -> [UInt8]? {
+            if !resalted, let sealer = transform.sealer {
+                transform.sealer = try sealer.resalted()
+                resalted = true
+            }
             while !finished {
                 if let piece = try await base.next() {
                     let output: [UInt8]

@@ -115,6 +115,7 @@ enum StreamFormat {
 /// Turns plaintext pieces into a protected stream, holding at most one chunk (plus the piece being added).
 struct StreamSealer: Sendable {
     let header: StreamFormat.Header
+    private let key: ProtectionKey?
     private let streamKey: [UInt8]?
     private var pending: [UInt8] = []
     private var index: UInt64 = 0
@@ -122,8 +123,16 @@ struct StreamSealer: Sendable {
 
     init(header: StreamFormat.Header, key: ProtectionKey?) throws(ProtectionError) {
         self.header = header
+        self.key = key
         self.streamKey = try key.map { (key) throws(ProtectionError) in try StreamFormat.streamKey(key, salt: header.salt) }
         if streamKey != nil { pending.reserveCapacity(header.chunkSize) }
+    }
+
+    /// A sealer for the same owner, key and chunk size with a new random salt, so a new stream key: each
+    /// sealed stream gets its own, and (key, nonce) pairs never repeat between two streams.
+    func resalted() throws(ProtectionError) -> StreamSealer {
+        try StreamSealer(
+            header: try StreamFormat.makeHeader(owner: header.owner, key: key, chunkSize: header.chunkSize), key: key)
     }
 
     /// The output ready after adding `bytes`.

@@ -64,4 +64,11 @@ struct FileOwnerStore: Sendable {
     func forget(_ infos: [stat]) throws(ProtectionError) {
         try index.remove(infos)
     }
+
+    /// Forgets the index entry of the open file `fd`, which is about to be removed (a temporary file discarded,
+    /// a file created for an operation that failed): its inode may be reused by a file nobody owns.
+    func forgetRemoved(fd: Int32, path: String) {
+        guard let info = try? POSIX.fstatFD(fd, path: path) else { return }
+        try? index.remove([info])
+    }
 }

@@ -47,6 +47,7 @@ extension FileProtectionManager {
             }
             try output.commit()
         } catch {
+            owners.forgetRemoved(fd: output.fd, path: output.temporaryPath)
             output.discard()
             throw error
         }

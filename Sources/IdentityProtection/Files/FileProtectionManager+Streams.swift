@@ -173,6 +173,7 @@ extension FileProtectionManager {
             try body(output)
             try output.commit()
         } catch {
+            owners.forgetRemoved(fd: output.fd, path: output.temporaryPath)
             output.discard()
             throw error
         }

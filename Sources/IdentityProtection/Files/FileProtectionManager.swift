@@ -235,6 +235,7 @@ public final class FileProtectionManager: Sendable {
             }
             try output.commit()
         } catch {
+            owners.forgetRemoved(fd: output.fd, path: output.temporaryPath)
             output.discard()
             throw error
         }
@@ -418,6 +419,7 @@ public final class FileProtectionManager: Sendable {
             }
             try output.commit()
         } catch {
+            owners.forgetRemoved(fd: output.fd, path: output.temporaryPath)
             output.discard()
             throw error
         }

@@ -413,6 +413,7 @@ public final class ProtectedFile: Sendable {
             }
             return Opened(path: path, owner: owner, fd: fd, store: nil, opener: caller)
         } catch {
+            if created && !closed { manager.owners.forgetRemoved(fd: fd, path: path) }
             if !closed { POSIX.closeFile(fd) }
             if created { _ = unlink(path) }
             throw error

@@ -128,8 +128,19 @@ extension FileProtectionManager {
             return try body()
         }
         let ticket = creations.begin(owner)
-        defer { creations.end(owner, ticket: ticket) }
-        try policy.authorize(.create, to: owner)
-        return try body()
+        do throws(ProtectionError) {
+            try policy.authorize(.create, to: owner)
+            let result = try body()
+            creations.end(owner, ticket: ticket)
+            return result
+        } catch {
+            // A round of an asynchronous entry point that stopped to await a key keeps its creation in flight
+            // until the run ends, so that a removal starting meanwhile waits for the next round's file too.
+            let creations = self.creations
+            if !StoreBridge.holdUntilRunEnds({ creations.end(owner, ticket: ticket) }) {
+                creations.end(owner, ticket: ticket)
+            }
+            throw error
+        }
     }
 }

@@ -42,10 +42,12 @@ public enum StoreBridge {
     /// The answer of a store's synchronous requirement that may have to wait for the store.
     ///
     /// - Parameters:
-    ///   - key: names the request within one operation (for example the account and the key ID): a second call
-    ///     with the same key in the same ``withoutBlocking(isolation:_:)`` run gets the first answer.
+    ///   - key: names the request: the store and what it asks (for example `ObjectIdentifier(self)`, the
+    ///     account and the key ID). A second call with the same key (and the same `Value` and `Failure` types)
+    ///     in the same ``withoutBlocking(isolation:_:)`` run gets the first answer, so two stores must never
+    ///     use the same key for different requests: include the store's identity.
     ///   - operation: what is being waited for, in strict-mode reports.
-    ///   - timeout: how long a blocking wait lasts at most.
+    ///   - timeout: how long the call may wait for `fetch`, blocking or not; then `timedOut()`.
     ///   - timedOut: the error thrown when the wait gave up, and when the call was deferred to the enclosing
     ///     asynchronous run (the caller never sees that one: the run fetches and tries again).
     ///   - fetch: the asynchronous answer. It runs once per call (or once per key in an asynchronous run).
@@ -57,37 +59,40 @@ public enum StoreBridge {
         _ fetch: @escaping @Sendable () async throws(Failure) -> Value
     ) throws(Failure) -> Value {
         if let run = NonBlockingRun.current {
-            let key = AnyHashable(key)
-            if let answer = run.pointee.answers[key] {
-                guard let result = answer as? Result<Value, Failure> else {
-                    preconditionFailure("StoreBridge: the key \(key) was used for two kinds of answer in one run")
-                }
+            // The answer's type is part of the key: requests of different kinds never meet.
+            let key = AnyHashable(RequestKey(request: AnyHashable(key), answer: ObjectIdentifier(Result<Value, Failure>.self)))
+            if let answer = run.pointee.answers[key], let result = answer as? Result<Value, Failure> {
                 return try result.get()
             }
             if !run.pointee.deferred.contains(where: { $0.key == key }) {
-                run.pointee.deferred.append((key, { () async -> any Sendable in
+                let expired = Result<Value, Failure>.failure(timedOut())
+                run.pointee.deferred.append(DeferredFetch(key: key, timeout: timeout, expired: expired) { () async -> any Sendable in
                     do throws(Failure) {
                         return Result<Value, Failure>.success(try await fetch())
                     } catch {
                         return Result<Value, Failure>.failure(error)
                     }
-                }))
+                })
             }
             throw timedOut()
         }
         if withUnsafeCurrentTask(body: { $0 != nil }), DiagnosticsScope.current.strict {
             RuntimeIssues.report(.blockingWaitInTask(operation: operation()))
         }
+        // The fetch runs on a thread of its own: never a cooperative thread the caller may hold, never a GCD
+        // worker, and never behind another blocked wait (a fetch that itself waits on a store, or one that
+        // blocks, stalls only its own thread).
         let waiter = BlockingWaiter<Result<Value, Failure>>()
-        let task = Task(executorPreference: StoreBridgeExecutor.shared) { () async in
+        let executor = SingleTaskThreadExecutor()
+        let task = Task(executorPreference: executor) { () async in
+            defer { executor.finish() }
             do throws(Failure) {
                 waiter.fulfil(.success(try await fetch()))
             } catch {
                 waiter.fulfil(.failure(error))
             }
         }
-        guard let result = waiter.wait(until: Date(timeIntervalSinceNow: Double(timeout.components.seconds)
-            + Double(timeout.components.attoseconds) / 1e18)) else {
+        guard let result = waiter.wait(until: Date(timeIntervalSinceNow: timeout.seconds)) else {
             task.cancel()
             throw timedOut()
         }
@@ -95,9 +100,9 @@ public enum StoreBridge {
     }
 
     /// Runs the synchronous `operation` from asynchronous code without ever blocking the thread on a store:
-    /// every ``wait(for:operation:timeout:timedOut:_:)`` inside it is deferred, awaited here, and `operation`
-    /// runs again with the answers, until it completes without deferring (at most 16 rounds; after that the
-    /// last error stands).
+    /// every ``wait(for:operation:timeout:timedOut:_:)`` inside it is deferred, awaited here (at most its
+    /// `timeout`; a cancelled task stops waiting at once, with `timedOut()`), and `operation` runs again with
+    /// the answers, until it completes without deferring (at most 16 rounds; after that the last error stands).
     ///
     /// With every answer at hand (a warm cache), `operation` runs once, inline, on the caller's executor.
     /// The thread and task identity of the caller is the identity of every round.
@@ -107,6 +112,7 @@ public enum StoreBridge {
         _ operation: () throws(Failure) -> Value
     ) async throws(Failure) -> Value {
         var run = NonBlockingRun()
+        defer { run.releaseHeld() }
         var rounds = 0
         while true {
             // The operation is synchronous: the run is reachable from the thread it runs on, for exactly as long.
@@ -128,25 +134,138 @@ public enum StoreBridge {
                 let pending = run.deferred
                 run.deferred = []
                 guard !pending.isEmpty, rounds < 16 else { throw error }
-                for (key, fetch) in pending {
-                    run.answers[key] = await fetch()
+                for fetch in pending {
+                    run.answers[fetch.key] = await fetch.answer()
                 }
             }
         }
     }
+
+    /// Inside a ``withoutBlocking(isolation:_:)`` round that deferred a fetch: keeps `release` to be called
+    /// when the run ends (returns `true`), so that something the round held (a creation in flight, say) stays
+    /// held while the run awaits the fetch and runs again. Elsewhere: `false`, and the caller releases it.
+    package static func holdUntilRunEnds(_ release: @escaping @Sendable () -> Void) -> Bool {
+        guard let run = NonBlockingRun.current, !run.pointee.deferred.isEmpty else { return false }
+        run.pointee.held.append(release)
+        return true
+    }
 }
 
-/// The state of one ``StoreBridge/withoutBlocking(isolation:_:)`` run: the answers fetched so far and the
-/// fetches the last round deferred. It lives in the run's frame; while the synchronous operation runs, the
-/// thread running it points to it (a thread-specific slot), so no lock and no allocation is needed.
+/// A request in a run: the store's key and the type of its answer.
+struct RequestKey: Hashable, @unchecked Sendable {
+    // `request` came in as `some Hashable & Sendable`.
+    let request: AnyHashable
+    let answer: ObjectIdentifier
+}
+
+/// A fetch a round deferred: awaited with its timeout, and given up (with `expired`) when the timeout passes
+/// or the awaiting task is cancelled.
+@usableFromInline
+struct DeferredFetch: @unchecked Sendable {
+    // `key` came in as `some Hashable & Sendable`.
+    @usableFromInline let key: AnyHashable
+    let timeout: Duration
+    let expired: any Sendable
+    let fetch: @Sendable () async -> any Sendable
+
+    init(key: AnyHashable, timeout: Duration, expired: any Sendable, fetch: @escaping @Sendable () async -> any Sendable) {
+        self.key = key
+        self.timeout = timeout
+        self.expired = expired
+        self.fetch = fetch
+    }
+
+    /// The fetch's answer, or `expired` after `timeout` or at cancellation, whichever comes first; a fetch
+    /// still running then is cancelled and its answer dropped.
+    @usableFromInline func answer() async -> any Sendable {
+        let first = FirstAnswer()
+        let fetch = self.fetch
+        let expired = self.expired
+        let timeout = self.timeout
+        return await withTaskCancellationHandler {
+            await withCheckedContinuation { (continuation: CheckedContinuation<any Sendable, Never>) in
+                first.install(continuation)
+                let work = Task { first.resolve(await fetch()) }
+                let timer = Task {
+                    try? await Task.sleep(for: timeout)
+                    first.resolve(expired)
+                }
+                first.onResolved {
+                    work.cancel()
+                    timer.cancel()
+                }
+            }
+        } onCancel: {
+            first.resolve(expired)
+        }
+    }
+}
+
+/// The first of several answers (a fetch, a timer, a cancellation) resumes the continuation; the others are
+/// dropped. An answer that comes before the continuation is installed waits for it.
+private final class FirstAnswer: @unchecked Sendable {
+    // Everything below is reached only while `lock` is held.
+    private let lock = NSLock()
+    private var continuation: CheckedContinuation<any Sendable, Never>?
+    private var early: (any Sendable)?
+    private var resolved = false
+    private var cleanup: (@Sendable () -> Void)?
+
+    func install(_ continuation: CheckedContinuation<any Sendable, Never>) {
+        lock.lock()
+        if let early {
+            lock.unlock()
+            continuation.resume(returning: early)
+            return
+        }
+        self.continuation = continuation
+        lock.unlock()
+    }
+
+    func resolve(_ answer: any Sendable) {
+        lock.lock()
+        guard !resolved else { return lock.unlock() }
+        resolved = true
+        let continuation = self.continuation
+        self.continuation = nil
+        if continuation == nil { early = answer }
+        let cleanup = self.cleanup
+        lock.unlock()
+        continuation?.resume(returning: answer)
+        cleanup?()
+    }
+
+    func onResolved(_ cleanup: @escaping @Sendable () -> Void) {
+        lock.lock()
+        if resolved {
+            lock.unlock()
+            cleanup()
+            return
+        }
+        self.cleanup = cleanup
+        lock.unlock()
+    }
+}
+
+/// The state of one ``StoreBridge/withoutBlocking(isolation:_:)`` run: the answers fetched so far, the
+/// fetches the last round deferred, and what rounds hold until the run ends. It lives in the run's frame;
+/// while the synchronous operation runs, the thread running it points to it (a thread-specific slot), so no
+/// lock and no allocation is needed.
 @usableFromInline
 struct NonBlockingRun {
-    @usableFromInline typealias Fetch = @Sendable () async -> any Sendable
-
     @usableFromInline var answers: [AnyHashable: any Sendable] = [:]
-    @usableFromInline var deferred: [(key: AnyHashable, fetch: Fetch)] = []
+    @usableFromInline var deferred: [DeferredFetch] = []
+    var held: [@Sendable () -> Void] = []
 
     @usableFromInline init() {}
+
+    /// Releases what rounds held (``StoreBridge/holdUntilRunEnds(_:)``).
+    @usableFromInline mutating func releaseHeld() {
+        guard !held.isEmpty else { return }
+        let held = self.held
+        self.held = []
+        held.forEach { $0() }
+    }
 
     private static let slot: pthread_key_t = {
         var key = pthread_key_t()
@@ -162,6 +281,13 @@ struct NonBlockingRun {
             let status = pthread_setspecific(slot, newValue.map { UnsafeRawPointer($0) })
             precondition(status == 0, "pthread_setspecific failed with \(status)")
         }
+    }
+}
+
+extension Duration {
+    /// The duration in seconds.
+    var seconds: Double {
+        Double(components.seconds) + Double(components.attoseconds) / 1e18
     }
 }
 
@@ -189,19 +315,18 @@ private final class BlockingWaiter<Value: Sendable>: @unchecked Sendable {
     }
 }
 
-/// Where the fetches of blocking waits run: a thread of its own, so that a fetch never needs one of the
-/// cooperative threads the waiting callers may be holding, nor a GCD worker (on Linux, libdispatch counts a
-/// worker blocked in a wait as busy until its monitor notices, so a fetch queued behind blocked workers, and the
-/// cooperative pool beside them, could stall for most of a second).
-private final class StoreBridgeExecutor: TaskExecutor, @unchecked Sendable {
-    static let shared = StoreBridgeExecutor()
-
-    // `jobs` is reached only while `condition` is locked.
+/// The executor of one blocking wait's fetch: a thread of its own that runs the fetch task's jobs until the
+/// task ends, then exits. A fetch that blocks, or waits on another store, holds only this thread (on Linux,
+/// libdispatch counts a worker blocked in a wait as busy until its monitor notices, so fetches queued behind
+/// blocked GCD workers, and the cooperative pool beside them, could stall for most of a second).
+private final class SingleTaskThreadExecutor: TaskExecutor, @unchecked Sendable {
+    // `jobs` and `finished` are reached only while `condition` is locked.
     private let condition = NSCondition()
     private var jobs: [UnownedJob] = []
+    private var finished = false
 
-    private init() {
-        let thread = Thread { [unowned self] in self.serve() }
+    init() {
+        let thread = Thread { [self] in self.serve() }
         thread.name = "identity-runtime.store-bridge"
         thread.start()
     }
@@ -214,11 +339,23 @@ private final class StoreBridgeExecutor: TaskExecutor, @unchecked Sendable {
         condition.unlock()
     }
 
+    /// The task is over: the thread exits once its queue is empty.
+    func finish() {
+        condition.lock()
+        finished = true
+        condition.signal()
+        condition.unlock()
+    }
+
     private func serve() {
         let executor = asUnownedTaskExecutor()
         while true {
             condition.lock()
-            while jobs.isEmpty { condition.wait() }
+            while jobs.isEmpty && !finished { condition.wait() }
+            if jobs.isEmpty && finished {
+                condition.unlock()
+                return
+            }
             let batch = jobs
             jobs = []
             condition.unlock()

@@ -150,8 +150,14 @@ public final class PostgresKeyStore: KeyStore {
     ) throws(ProtectionError) -> Value {
         let timeout = fleet.configuration.callTimeout
         return try StoreBridge.wait(
-            for: operation, operation: operation, timeout: .nanoseconds(Int64(PostgresFleet.nanoseconds(timeout))),
+            for: BridgedRequest(store: ObjectIdentifier(self), operation: operation), operation: operation, timeout: .nanoseconds(Int64(PostgresFleet.nanoseconds(timeout))),
             timedOut: PostgresFleetError.timedOut(operation: operation, seconds: timeout).protectionError, fetch)
+    }
+
+    /// A request in a `StoreBridge` run: this store and the operation (another store's answer never stands in).
+    private struct BridgedRequest: Hashable, Sendable {
+        let store: ObjectIdentifier
+        let operation: String
     }
 
     // MARK: KeyStore, asynchronous: the cache, else the database
