@@ -155,6 +155,14 @@ step_pyjwt() {
 
 # MARK: - Landing lane: the integration packages, in one build folder
 
+# PyJWT's PyJWKClient fetches our published JWKS from a loopback http.server and verifies our token; our
+# RemoteKeySet fetches a JWKS PyJWT wrote and verifies PyJWT's tokens (the script starts and stops the servers;
+# step_pyjwt installed PyJWT, the step before built identity-jwks-check).
+step_jwks_interop() {
+    python3 Integrations/IdentityJWKS/scripts/jwks-interop.py "$(swift build --show-bin-path)/identity-harness" \
+        "$(swift build --package-path Integrations/IdentityJWKS --scratch-path "$integrations_build" --show-bin-path)/identity-jwks-check"
+}
+
 step_package_test() {
     swift test --package-path "$1" --scratch-path "$integrations_build"
 }
@@ -192,6 +200,8 @@ landing_lane() {
     ci_step "Integrations/IdentityTracing: swift test" step_package_test Integrations/IdentityTracing
     ci_step "Integrations/IdentityHummingbird: swift test" step_package_test Integrations/IdentityHummingbird
     ci_step "Integrations/IdentityVapor: swift test" step_package_test Integrations/IdentityVapor
+    ci_step "Integrations/IdentityJWKS: swift test" step_package_test Integrations/IdentityJWKS
+    ci_step "JWKS over loopback HTTP: interoperability with PyJWT's PyJWKClient, both ways" step_jwks_interop
     ci_step "Integrations/IdentityNIO: swift test" step_package_test Integrations/IdentityNIO
     ci_step "Examples/TenantService: swift test" step_package_test Examples/TenantService
     ci_step "Integrations/IdentityPostgres: swift test against a throwaway PostgreSQL" step_postgres
@@ -262,6 +272,7 @@ full_lane() {
     ci_step "Integrations/IdentityTracing under ThreadSanitizer" step_package_test_tsan Integrations/IdentityTracing
     ci_step "Integrations/IdentityHummingbird under ThreadSanitizer" step_package_test_tsan Integrations/IdentityHummingbird
     ci_step "Integrations/IdentityVapor under ThreadSanitizer" step_package_test_tsan Integrations/IdentityVapor
+    ci_step "Integrations/IdentityJWKS under ThreadSanitizer" step_package_test_tsan Integrations/IdentityJWKS
     ci_step "Integrations/IdentityNIO under ThreadSanitizer" step_package_test_tsan Integrations/IdentityNIO
     ci_step "Integrations/IdentityPostgres under ThreadSanitizer (stores, offline, kill and restart)" step_postgres_tsan
     ci_step "Examples/TenantService: tenant-load, with and without the middleware and a bare check" step_load
