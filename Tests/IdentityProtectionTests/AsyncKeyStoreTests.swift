@@ -356,6 +356,33 @@ struct AsyncKeyStoreTests {
         #expect(fixture.remote.fetches == before + 1)
     }
 
+    @Test("async wipes wait for an async write awaiting its key without holding the cooperative threads", .timeLimit(.minutes(1)))
+    func asyncWipesWaitWithoutHoldingThePool() async throws {
+        let fixture = try RemoteFixture()
+        fixture.remote.closeGate()
+        let path = fixture.base.path("racing.txt")
+        try await withThrowingTaskGroup(of: Void.self) { group in
+            group.addTask {
+                try await IdentityContext.withThreadIdentity(alice) {
+                    try await fixture.files.async.writeFile(atPath: path, contents: Data("in flight".utf8))
+                }
+            }
+            // The write is held at the gate with its creation in flight; two wipes (as many as the pool has
+            // threads here) wait for it. Were they waiting on cooperative threads, the write could never go on.
+            while fixture.remote.maxInFlight < 1 { try await Task.sleep(for: .milliseconds(5)) }
+            for _ in 0..<2 {
+                group.addTask {
+                    _ = try await IdentityContext.withThreadIdentity(alice) { try await fixture.files.async.removeFiles(ownedBy: alice) }
+                }
+            }
+            try await Task.sleep(for: .milliseconds(100))
+            fixture.remote.openGate()
+            try await group.waitForAll()
+        }
+        // The wipes waited for the write, then removed its file.
+        #expect(!FileManager.default.fileExists(atPath: path))
+    }
+
     @Test("wipes destroy keys through the asynchronous requirement")
     func asyncWipe() async throws {
         let fixture = try RemoteFixture()

@@ -1,3 +1,4 @@
+import Dispatch
 import IdentityRuntime
 #if canImport(Glibc)
 import Glibc
@@ -80,7 +81,14 @@ extension FileProtectionManager {
     package func removeFilesAsPolicy(
         ownedByAnyOf accounts: Set<Identity>, keysBy deadline: ContinuousClock.Instant
     ) async throws(ProtectionError) -> [Identity: [String]] {
-        guard var wipe = try startWipe(of: accounts) else { return [:] }
+        // The file part waits for creations in flight, some of which may be asynchronous operations awaiting a
+        // key on the cooperative pool, and walks the roots: on a GCD thread, never holding a cooperative one.
+        let started = await withCheckedContinuation { (continuation: CheckedContinuation<Result<WipeRun?, ProtectionError>, Never>) in
+            DispatchQueue.global(qos: .utility).async {
+                continuation.resume(returning: Result { () throws(ProtectionError) in try self.startWipe(of: accounts) })
+            }
+        }
+        guard var wipe = try started.get() else { return [:] }
         for account in wipe.accounts {
             do throws(ProtectionError) { try await keyStore.destroyKeys(for: account, deadline: deadline) } catch { wipe.note(error) }
         }
@@ -88,7 +96,7 @@ extension FileProtectionManager {
     }
 
     /// A wipe between its file part and its end: the accounts (sorted), what was removed, the first failure.
-    struct WipeRun {
+    struct WipeRun: Sendable {
         var accounts: [Identity]
         var removed: [Identity: [String]] = [:]
         var firstError: ProtectionError?
