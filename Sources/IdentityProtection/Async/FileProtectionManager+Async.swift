@@ -96,9 +96,10 @@ extension FileProtectionManager {
             }
         }
 
-        /// ``FileProtectionManager/removeFiles(ownedBy:)``: the files go as in the synchronous call, then the
-        /// keys are destroyed through the key store's asynchronous requirement (at most
-        /// ``keyDestructionTimeout`` for all of them).
+        /// ``FileProtectionManager/removeFiles(ownedBy:)``: the files go as in the synchronous call (on a GCD
+        /// thread: the removal waits for creations in flight, which may be asynchronous operations awaiting a
+        /// key, and walks the roots), then the keys are destroyed through the key store's asynchronous
+        /// requirement (at most ``keyDestructionTimeout`` for all of them).
         @discardableResult
         public func removeFiles(ownedBy identity: Identity, isolation: isolated (any Actor)? = #isolation) async throws(ProtectionError) -> [String] {
             guard !identity.isUnmanaged else {
