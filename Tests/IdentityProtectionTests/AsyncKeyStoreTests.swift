@@ -200,7 +200,9 @@ struct AsyncKeyStoreTests {
 
     @Test("64 tasks missing the cache at once are all in flight together: no cooperative thread waits")
     func missesDoNotHoldThreads() async throws {
-        let fixture = try RemoteFixture()
+        // The gate holds every fetch until all 64 are under way, which a loaded machine may take seconds to
+        // reach: the store's timeout must not end them first.
+        let fixture = try RemoteFixture(bridgeTimeout: .seconds(300))
         fixture.remote.closeGate()
         let accounts = (0..<64).map { Identity("user\($0)@contoso.com") }
         accounts.forEach(fixture.base.policy.addManagedIdentity)
@@ -358,7 +360,7 @@ struct AsyncKeyStoreTests {
 
     @Test("async wipes wait for an async write awaiting its key without holding the cooperative threads", .timeLimit(.minutes(1)))
     func asyncWipesWaitWithoutHoldingThePool() async throws {
-        let fixture = try RemoteFixture()
+        let fixture = try RemoteFixture(bridgeTimeout: .seconds(300))
         fixture.remote.closeGate()
         let path = fixture.base.path("racing.txt")
         try await withThrowingTaskGroup(of: Void.self) { group in
