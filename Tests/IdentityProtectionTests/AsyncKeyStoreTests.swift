@@ -358,9 +358,11 @@ struct AsyncKeyStoreTests {
         #expect(fixture.remote.fetches == before + 1)
     }
 
-    @Test("async wipes wait for an async write awaiting its key without holding the cooperative threads", .timeLimit(.minutes(1)))
+    @Test("async wipes wait for an async write awaiting its key without holding the cooperative threads", .timeLimit(.minutes(10)))
     func asyncWipesWaitWithoutHoldingThePool() async throws {
-        let fixture = try RemoteFixture(bridgeTimeout: .seconds(300))
+        // The time limit catches a hang, not a slow run (the whole suite under ThreadSanitizer on two loaded
+        // cores takes minutes); the bridge's timeout is past it, so a hang is never ended by a timeout instead.
+        let fixture = try RemoteFixture(bridgeTimeout: .seconds(1_200))
         fixture.remote.closeGate()
         let path = fixture.base.path("racing.txt")
         try await withThrowingTaskGroup(of: Void.self) { group in
