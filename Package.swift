@@ -13,6 +13,7 @@ let package = Package(
         .library(name: "IdentityProtection", targets: ["IdentityProtection"]),
         .library(name: "IdentityAssertions", targets: ["IdentityAssertions"]),
         .library(name: "IdentityPolicy", targets: ["IdentityPolicy"]),
+        .library(name: "IdentityHTTP", targets: ["IdentityHTTP"]),
         .library(name: "IdentityTesting", targets: ["IdentityTesting"]),
         .executable(name: "identity-harness", targets: ["identity-harness"]),
     ],
@@ -54,6 +55,13 @@ let package = Package(
         .target(
             name: "IdentityPolicy",
             dependencies: ["IdentityRuntime", "IdentityProtection"],
+            swiftSettings: strictSettings
+        ),
+        // The framework-neutral HTTP edge: the problem documents of refusals and the token rules that
+        // Integrations/IdentityHummingbird and Integrations/IdentityVapor adapt to their frameworks.
+        .target(
+            name: "IdentityHTTP",
+            dependencies: ["IdentityRuntime", "IdentityAssertions", "IdentityProtection", "IdentityPolicy"],
             swiftSettings: strictSettings
         ),
         .target(
@@ -108,6 +116,11 @@ let package = Package(
         .testTarget(
             name: "IdentityAssertionsTests",
             dependencies: ["IdentityAssertions", "IdentityRuntime", "IdentityTesting"],
+            swiftSettings: strictSettings
+        ),
+        .testTarget(
+            name: "IdentityHTTPTests",
+            dependencies: ["IdentityHTTP", "IdentityAssertions", "IdentityPolicy", "IdentityProtection", "IdentityRuntime"],
             swiftSettings: strictSettings
         ),
         .testTarget(
