@@ -21,6 +21,7 @@ let package = Package(
                 .product(name: "IdentityRuntime", package: "swift-identity-runtime"),
                 .product(name: "IdentityPolicy", package: "swift-identity-runtime"),
                 .product(name: "IdentityAssertions", package: "swift-identity-runtime"),
+                .product(name: "IdentityHTTP", package: "swift-identity-runtime"),
             ],
             swiftSettings: [.enableUpcomingFeature("ExistentialAny")]
         ),
@@ -34,6 +35,7 @@ let package = Package(
                 .product(name: "IdentityRuntime", package: "swift-identity-runtime"),
                 .product(name: "IdentityPolicy", package: "swift-identity-runtime"),
                 .product(name: "IdentityAssertions", package: "swift-identity-runtime"),
+                .product(name: "IdentityHTTP", package: "swift-identity-runtime"),
             ],
             swiftSettings: [.enableUpcomingFeature("ExistentialAny")]
         ),

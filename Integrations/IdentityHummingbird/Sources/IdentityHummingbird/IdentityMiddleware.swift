@@ -2,6 +2,7 @@ import HTTPTypes
 import Hummingbird
 import IdentityPolicy
 import IdentityAssertions
+import IdentityHTTP
 import IdentityRuntime
 
 /// A Hummingbird 2 middleware that runs the rest of the chain under the identity a request proves.
@@ -23,8 +24,11 @@ import IdentityRuntime
 /// 5. **The rest of the chain** (later middleware and the route handler) runs with the account as its thread
 ///    identity, and with ``IdentityRequestContext/admittedIdentity`` set (account, tenant, ``Policy``).
 ///
-/// Refusals are thrown as ``IdentityProblem`` (an `HTTPResponseError`): the router answers them with an
-/// RFC 9457 `application/problem+json` body, and middleware in front of this one sees the error.
+/// Refusals are thrown as ``IdentityProblem`` (an `HTTPResponseError` over the root package's
+/// `IdentityHTTPProblem`, which documents the statuses and codes): the router answers them with an RFC 9457
+/// `application/problem+json` body, and middleware in front of this one sees the error. Steps 1 to 3 follow
+/// the root package's framework-neutral rules (`IdentityHTTPToken`, `IdentityHTTPProblem`), which
+/// IdentityVapor follows too.
 ///
 /// ```swift
 /// let router = Router(context: BasicIdentityRequestContext.self)
@@ -83,7 +87,7 @@ public struct IdentityMiddleware<Context: IdentityRequestContext>: RouterMiddlew
         verifier: IdentityAssertionVerifier, policies: PolicyManager,
         assertionHeader: HTTPField.Name = IdentityMiddleware.defaultAssertionHeader,
         acceptsBearerToken: Bool = true, checksTenant: Bool = true,
-        problemTypeBase: String = "https://identity-runtime.invalid/problems/"
+        problemTypeBase: String = IdentityHTTPProblem.defaultTypeBase
     ) {
         self.verifier = verifier
         self.policies = policies
@@ -109,7 +113,7 @@ public struct IdentityMiddleware<Context: IdentityRequestContext>: RouterMiddlew
                 do { return .success(try await next(request, context)) } catch { return .failure(error) }
             }
         } catch let error as AdmissionError {
-            throw IdentityProblem.admission(error, typeBase: problemTypeBase)
+            throw IdentityProblem(.admission(error, typeBase: problemTypeBase))
         }
         return try outcome.get()
     }
@@ -119,12 +123,12 @@ public struct IdentityMiddleware<Context: IdentityRequestContext>: RouterMiddlew
         let (token, source) = try token(of: request)
         let assertion: IdentityAssertion
         do { assertion = try verifier.verify(token) } catch {
-            throw .token(error, typeBase: problemTypeBase)
+            throw IdentityProblem(.token(error, typeBase: problemTypeBase))
         }
         let account = assertion.account
         let known = policies.tenant(of: account)
         if checksTenant, let claimed = assertion.tenant, let known, known != TenantID(claimed) {
-            throw .tenantMismatch(claimed: claimed, known: known.rawValue, typeBase: problemTypeBase)
+            throw IdentityProblem(.tenantMismatch(claimed: claimed, known: known.rawValue, typeBase: problemTypeBase))
         }
         return AdmittedIdentity(
             account: account, tenant: known?.rawValue ?? assertion.tenant, policy: policies.policy(for: account),
@@ -132,18 +136,19 @@ public struct IdentityMiddleware<Context: IdentityRequestContext>: RouterMiddlew
     }
 
     private func token(of request: Request) throws(IdentityProblem) -> (String, AdmittedIdentity.Source) {
-        let values = request.headers[values: assertionHeader]
-        if values.count > 1 {
-            throw .token(.malformed("\(values.count) \(assertionHeader) headers"), typeBase: problemTypeBase)
+        let found: IdentityHTTPToken
+        do {
+            // HTTPFields joins several Authorization lines with ", ": one value, never resolved by picking one.
+            found = try IdentityHTTPToken(
+                assertionHeader: assertionHeader.description, values: request.headers[values: assertionHeader],
+                authorization: request.headers[.authorization], acceptsBearerToken: acceptsBearerToken,
+                problemTypeBase: problemTypeBase)
+        } catch {
+            throw IdentityProblem(error)
         }
-        if let token = values.first { return (token, .assertionHeader) }
-        if acceptsBearerToken, let authorization = request.headers[.authorization] {
-            // RFC 6750 §2.1: the scheme is case-insensitive, one space, then the token.
-            let scheme = authorization.prefix(7)
-            if scheme.count == 7, scheme.lowercased() == "bearer " {
-                return (String(authorization.dropFirst(7)), .bearerToken)
-            }
+        switch found.source {
+        case .assertionHeader: return (found.token, .assertionHeader)
+        case .bearerToken: return (found.token, .bearerToken)
         }
-        throw .missingToken(typeBase: problemTypeBase)
     }
 }

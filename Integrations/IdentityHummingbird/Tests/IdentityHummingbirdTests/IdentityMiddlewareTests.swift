@@ -5,6 +5,7 @@ import HummingbirdTesting
 import IdentityHummingbird
 import IdentityPolicy
 import IdentityAssertions
+import IdentityHTTP
 import IdentityRuntime
 import Synchronization
 import Testing
@@ -23,10 +24,12 @@ struct Fixture {
     let policies: PolicyManager
     let handlerRuns = HandlerRuns()
 
-    init() throws {
+    init(replayCacheCapacity: Int = 100_000) throws {
         signingKey = try AssertionSigningKey()
         signer = IdentityAssertionSigner(key: signingKey, keyID: "k1", issuer: "frontend")
-        verifier = IdentityAssertionVerifier(keys: ["k1": signingKey.publicKey], issuers: ["frontend"], audience: "documents")
+        verifier = IdentityAssertionVerifier(
+            keys: ["k1": signingKey.publicKey], issuers: ["frontend"], audience: "documents",
+            replayCacheCapacity: replayCacheCapacity)
         let contoso = Policy(identity: nil, isFileEncryptionRequired: true)
         let fabrikam = Policy(identity: nil, isFileEncryptionRequired: false)
         policies = PolicyManager(policySource: StaticPolicySource(tenants: ["contoso.com": contoso, "fabrikam.com": fabrikam]))
@@ -80,20 +83,9 @@ final class HandlerRuns: Sendable {
 }
 
 /// The problem document of a refusal.
-struct Problem: Decodable {
-    let type: String
-    let title: String
-    let status: Int
-    let detail: String
-    let code: String
-    let assertionError: Int?
-    let admissionResult: Int?
-    let account: String?
-}
-
-func problem(_ response: TestResponse) throws -> Problem {
-    #expect(response.headers[.contentType] == "application/problem+json")
-    return try JSONDecoder().decode(Problem.self, from: Data(buffer: response.body))
+func problem(_ response: TestResponse) throws -> IdentityHTTPProblem.Document {
+    #expect(response.headers[.contentType] == IdentityHTTPProblem.contentType)
+    return try JSONDecoder().decode(IdentityHTTPProblem.Document.self, from: Data(buffer: response.body))
 }
 
 func header(_ token: String) -> HTTPFields {

@@ -2,91 +2,71 @@ import Foundation
 import HTTPTypes
 import Hummingbird
 import HummingbirdTesting
-@testable import IdentityHummingbird
-import IdentityPolicy
-import IdentityProtection
+import IdentityAssertions
+import IdentityHummingbird
 import IdentityRuntime
 import Testing
 
-/// The problem documents both middlewares must answer, byte for byte: `Integrations/identity-problems.json`.
-/// IdentityVapor's `ProblemVocabularyTests` reads the same file with the same cases.
-struct SharedProblem: Decodable {
-    let `case`: String
-    let status: Int
-    let headers: [String: String]
-    let body: String
-
-    static func all() throws -> [SharedProblem] {
-        let integrations = URL(fileURLWithPath: #filePath)
-            .deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
-        let data = try Data(contentsOf: integrations.appendingPathComponent("identity-problems.json"))
-        return try JSONDecoder().decode([SharedProblem].self, from: data)
+/// What `Integrations/identity-problems.json` pins for each case: the status, the headers and the body bytes.
+/// The mapping itself (every case, from the runtime's errors) is tested once, in the root package's
+/// IdentityHTTPTests; here only that Hummingbird sends the documents unchanged.
+func pinnedResponses() throws -> [String: (status: Int, headers: [String: String], body: String)] {
+    struct Pinned: Decodable {
+        let `case`: String, status: Int, headers: [String: String], body: String
     }
+    let file = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
+        .deletingLastPathComponent().deletingLastPathComponent().appendingPathComponent("identity-problems.json")
+    let pinned = try JSONDecoder().decode([Pinned].self, from: Data(contentsOf: file))
+    return Dictionary(uniqueKeysWithValues: pinned.map { ($0.case, ($0.status, $0.headers, $0.body)) })
 }
 
-@Suite("IdentityProblem: the vocabulary shared with IdentityVapor")
+@Suite("IdentityProblem (Hummingbird): the middleware's real refusals are the pinned documents")
 struct ProblemVocabularyTests {
-    /// The inputs of each shared case (the same in IdentityVapor's test).
-    static func problem(_ name: String) -> IdentityProblem? {
-        let base = "https://identity-runtime.invalid/problems/"
-        let instant = Date(timeIntervalSince1970: 1_700_000_000)
-        let assertion: AssertionError? = switch name {
-        case "malformed": .malformed("not three parts")
-        case "unsupported-algorithm": .unsupportedAlgorithm("none")
-        case "unsupported-header": .unsupportedHeader("jwk")
-        case "unknown-key": .unknownKey("k9")
-        case "bad-signature": .badSignature
-        case "expired": .expired(at: instant)
-        case "not-yet-valid": .notYetValid(until: instant)
-        case "wrong-audience": .wrongAudience("billing")
-        case "wrong-issuer": .wrongIssuer("mallory")
-        case "replayed": .replayed(tokenID: "0f1e")
-        case "replay-cache-full": .replayCacheFull
-        case "invalid-account": .invalidAccount("empty")
-        case "lifetime-too-long": .lifetimeTooLong(seconds: 7_200, maximum: 3_600)
-        case "invalid-tenant": .invalidTenant("empty")
-        default: nil
-        }
-        if let assertion { return .token(assertion, typeBase: base) }
-        let admission: (SwitchIdentityResult, AdmissionError.Cause)? = switch name {
-        case "blocked": (.notAllowed, .blocked(.clockedOut))
-        case "not-allowed": (.notAllowed, .notInAllowedAccounts)
-        case "claimed": (.notAllowed, .claimed)
-        case "denied": (.failed, .denied("token revoked"))
-        case "undecided": (.failed, .unavailable("directory down"))
-        default: nil
-        }
-        if case let (result, cause)? = admission {
-            return .admission(AdmissionError(account: dave, result: result, cause: cause), typeBase: base)
-        }
-        switch name {
-        case "missing-token": return .missingToken(typeBase: base)
-        case "tenant-mismatch": return .tenantMismatch(claimed: "fabrikam.com", known: "contoso.com", typeBase: base)
-        default: return nil
+    /// Sends `headers` to the fixture's `/whoami` and compares the answer with the pinned case, byte for byte.
+    func expectPinned(
+        _ name: String, _ headers: HTTPFields, client: some TestClientProtocol, sourceLocation: SourceLocation = #_sourceLocation
+    ) async throws {
+        let pinned = try #require(try pinnedResponses()[name], sourceLocation: sourceLocation)
+        try await client.execute(uri: "/whoami", method: .get, headers: headers) { response in
+            #expect(Int(response.status.code) == pinned.status, "\(name)", sourceLocation: sourceLocation)
+            #expect(String(buffer: response.body) == pinned.body, "\(name)", sourceLocation: sourceLocation)
+            let sent = ["Content-Type", "WWW-Authenticate", "Retry-After"].compactMap { field in
+                response.headers[HTTPField.Name(field)!].map { (field, $0) }
+            }
+            #expect(Dictionary(uniqueKeysWithValues: sent) == pinned.headers, "\(name)", sourceLocation: sourceLocation)
         }
     }
 
-    @Test("every shared case, answered through the router: the same status, headers and JSON bytes as Integrations/identity-problems.json")
-    func sharedDocuments() async throws {
-        let shared = try SharedProblem.all()
-        #expect(shared.count == 21)
-        let router = Router(context: BasicIdentityRequestContext.self)
-        router.get("/problem/:case") { _, context -> String in
-            throw Self.problem(context.parameters.get("case") ?? "") ?? HTTPError(.notFound)
+    @Test("missing, forged, unknown-key, wrong-issuer, wrong-audience and tenant-mismatch tokens and a blocked account: the pinned status, headers and bytes")
+    func refusals() async throws {
+        let fixture = try Fixture()
+        let forger = IdentityAssertionSigner(key: try AssertionSigningKey(), keyID: "k1", issuer: "frontend")
+        let unknownKey = IdentityAssertionSigner(key: fixture.signingKey, keyID: "k9", issuer: "frontend")
+        let mallory = IdentityAssertionSigner(key: fixture.signingKey, keyID: "k1", issuer: "mallory")
+        let cases: [(String, HTTPFields)] = [
+            ("missing-token", [:]),
+            ("bad-signature", header(try forger.sign(account: alice, tenant: "contoso.com", audience: "documents"))),
+            ("unknown-key", [.authorization: "Bearer \(try unknownKey.sign(account: alice, audience: "documents"))"]),
+            ("wrong-issuer", header(try mallory.sign(account: alice, audience: "documents"))),
+            ("wrong-audience", header(try fixture.token(alice, audience: "billing"))),
+            ("tenant-mismatch", header(try fixture.token(alice, tenant: "fabrikam.com"))),
+            ("blocked", header(try fixture.token(dave))),
+        ]
+        try await fixture.application().test(.router) { client in
+            for (name, headers) in cases { try await expectPinned(name, headers, client: client) }
         }
-        try await Application(router: router).test(.router) { client in
-            for expected in shared {
-                #expect(Self.problem(expected.case) != nil, "no Hummingbird problem for \(expected.case)")
-                try await client.execute(uri: "/problem/\(expected.case)", method: .get) { response in
-                    #expect(response.status.code == expected.status, "\(expected.case)")
-                    #expect(String(buffer: response.body) == expected.body, "\(expected.case)")
-                    var headers: [String: String] = [:]
-                    for name in ["Content-Type", "WWW-Authenticate", "Retry-After"] {
-                        headers[name] = response.headers[HTTPField.Name(name)!]
-                    }
-                    #expect(headers == expected.headers, "\(expected.case)")
-                }
+        #expect(fixture.handlerRuns.value == 0)
+    }
+
+    @Test("a full replay cache: the pinned 503 replay-cache-full with Retry-After")
+    func replayCacheFull() async throws {
+        let fixture = try Fixture(replayCacheCapacity: 1)
+        try await fixture.application().test(.router) { client in
+            try await client.execute(uri: "/whoami", method: .get, headers: header(try fixture.token(alice))) { response in
+                #expect(response.status == .ok)
             }
+            try await expectPinned("replay-cache-full", header(try fixture.token(carol)), client: client)
         }
+        #expect(fixture.handlerRuns.value == 1)
     }
 }
