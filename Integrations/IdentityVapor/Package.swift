@@ -19,6 +19,7 @@ let package = Package(
                 .product(name: "IdentityRuntime", package: "swift-identity-runtime"),
                 .product(name: "IdentityPolicy", package: "swift-identity-runtime"),
                 .product(name: "IdentityAssertions", package: "swift-identity-runtime"),
+                .product(name: "IdentityHTTP", package: "swift-identity-runtime"),
                 .product(name: "IdentityProtection", package: "swift-identity-runtime"),
             ],
             swiftSettings: [.enableUpcomingFeature("ExistentialAny")]
@@ -32,6 +33,7 @@ let package = Package(
                 .product(name: "IdentityRuntime", package: "swift-identity-runtime"),
                 .product(name: "IdentityPolicy", package: "swift-identity-runtime"),
                 .product(name: "IdentityAssertions", package: "swift-identity-runtime"),
+                .product(name: "IdentityHTTP", package: "swift-identity-runtime"),
                 .product(name: "IdentityProtection", package: "swift-identity-runtime"),
             ],
             swiftSettings: [.enableUpcomingFeature("ExistentialAny")]

@@ -1,5 +1,6 @@
 import IdentityPolicy
 import IdentityAssertions
+import IdentityHTTP
 import IdentityProtection
 import IdentityRuntime
 import Vapor
@@ -25,7 +26,8 @@ import Vapor
 ///    logger gets the metadata `identity`.
 ///
 /// Refusals are answered here with ``IdentityProblem/response()``: an RFC 9457 `application/problem+json`
-/// document, the same as IdentityHummingbird's. They are responses, not errors, so Vapor's `ErrorMiddleware`
+/// document, the same as IdentityHummingbird's (both adapt the root package's `IdentityHTTPProblem`, which
+/// documents the statuses and codes; steps 1 to 3 follow its framework-neutral rules, `IdentityHTTPToken`). They are responses, not errors, so Vapor's `ErrorMiddleware`
 /// leaves them as they are; middleware in front of this one sees a 401, 403 or 503 response. Errors of the
 /// rest of the chain (a handler's `Abort(.notFound)`) pass through unchanged.
 ///
@@ -92,7 +94,7 @@ public struct IdentityMiddleware: AsyncMiddleware {
         verifier: IdentityAssertionVerifier, policies: PolicyManager,
         assertionHeader: HTTPHeaders.Name = IdentityMiddleware.defaultAssertionHeader,
         acceptsBearerToken: Bool = true, checksTenant: Bool = true,
-        problemTypeBase: String = "https://identity-runtime.invalid/problems/"
+        problemTypeBase: String = IdentityHTTPProblem.defaultTypeBase
     ) {
         self.verifier = verifier
         self.policies = policies
@@ -119,7 +121,7 @@ public struct IdentityMiddleware: AsyncMiddleware {
                 do { return .success(try await next.respond(to: request)) } catch { return .failure(error) }
             }
         } catch let error as AdmissionError {
-            return IdentityProblem.admission(error, typeBase: problemTypeBase).response()
+            return IdentityProblem(.admission(error, typeBase: problemTypeBase)).response()
         }
         return try outcome.get()
     }
@@ -130,16 +132,16 @@ public struct IdentityMiddleware: AsyncMiddleware {
         let (token, source) = try token(of: request)
         let assertion: IdentityAssertion
         do { assertion = try verifier.verify(token) } catch {
-            throw .token(error, typeBase: problemTypeBase)
+            throw IdentityProblem(.token(error, typeBase: problemTypeBase))
         }
         let account = assertion.account
         let known = policies.tenant(of: account)
         if checksTenant, let claimed = assertion.tenant, let known, known != TenantID(claimed) {
-            throw .tenantMismatch(claimed: claimed, known: known.rawValue, typeBase: problemTypeBase)
+            throw IdentityProblem(.tenantMismatch(claimed: claimed, known: known.rawValue, typeBase: problemTypeBase))
         }
         // Before the source loads, policy(for:) would answer .unrestricted for every account: refuse instead.
         if let refusal = policies.refusal(of: .create, to: account), case .policyUnavailable = refusal {
-            throw .policyUnavailable(refusal, account: account, typeBase: problemTypeBase)
+            throw IdentityProblem(.policyUnavailable(refusal, account: account, typeBase: problemTypeBase))
         }
         return AdmittedIdentity(
             account: account, tenant: known?.rawValue ?? assertion.tenant, policy: policies.policy(for: account),
@@ -147,66 +149,18 @@ public struct IdentityMiddleware: AsyncMiddleware {
     }
 
     private func token(of request: Request) throws(IdentityProblem) -> (String, AdmittedIdentity.Source) {
-        let values = request.headers[assertionHeader]
-        if values.count > 1 {
-            throw .token(.malformed("\(values.count) \(assertionHeader) headers"), typeBase: problemTypeBase)
-        }
-        if let token = values.first { return (token, .assertionHeader) }
         // Several Authorization lines are read as one, comma-joined (as HTTPFields reads them for
         // IdentityHummingbird): never resolved by picking one.
         let authorizations = request.headers[.authorization]
-        if acceptsBearerToken, !authorizations.isEmpty {
-            let authorization = authorizations.joined(separator: ", ")
-            // RFC 6750 §2.1: the scheme is case-insensitive, one space, then the token.
-            let scheme = authorization.prefix(7)
-            if scheme.count == 7, scheme.lowercased() == "bearer " {
-                return (String(authorization.dropFirst(7)), .bearerToken)
-            }
+        let found: IdentityHTTPToken
+        do {
+            found = try IdentityHTTPToken(
+                assertionHeader: "\(assertionHeader)", values: request.headers[assertionHeader],
+                authorization: authorizations.isEmpty ? nil : authorizations.joined(separator: ", "),
+                acceptsBearerToken: acceptsBearerToken, problemTypeBase: problemTypeBase)
+        } catch {
+            throw IdentityProblem(error)
         }
-        throw .missingToken(typeBase: problemTypeBase)
-    }
-}
-
-extension IdentityProblem {
-    /// A refused token.
-    static func token(_ error: AssertionError, typeBase: String) -> IdentityProblem {
-        let code = switch error {
-        case .malformed: "malformed-token"
-        case .unsupportedAlgorithm: "unsupported-algorithm"
-        case .unsupportedHeader: "unsupported-header"
-        case .unknownKey: "unknown-key"
-        case .badSignature: "bad-signature"
-        case .expired: "expired-token"
-        case .notYetValid: "token-not-yet-valid"
-        case .wrongAudience: "wrong-audience"
-        case .wrongIssuer: "wrong-issuer"
-        case .replayed: "replayed-token"
-        case .replayCacheFull: "replay-cache-full"
-        case .invalidAccount: "invalid-account"
-        case .lifetimeTooLong: "token-lifetime-too-long"
-        case .invalidTenant: "invalid-tenant"
-        // Not answers of `verify` about a token (keys, signing, key sets); a verifier that reported one failed.
-        case .invalidKey, .cryptoBackendFailure, .unsignable, .invalidKeySet: "verification-failed"
-        }
-        if case .cryptoBackendFailure = error {
-            return IdentityProblem(
-                code: code, title: "Identity verification failed", status: .internalServerError,
-                detail: error.description, assertionError: error.code, tokenWasSent: true, typeBase: typeBase)
-        }
-        if case .replayCacheFull = error {
-            return IdentityProblem(
-                code: code, title: "Identity service over capacity", status: .serviceUnavailable,
-                detail: error.description, assertionError: error.code, tokenWasSent: true, typeBase: typeBase)
-        }
-        return IdentityProblem(
-            code: code, title: "Invalid identity token", status: .unauthorized, detail: error.description,
-            assertionError: error.code, tokenWasSent: true, typeBase: typeBase)
-    }
-
-    /// The policy source has not loaded: the account may be managed, and its policy is unknown.
-    static func policyUnavailable(_ error: ProtectionError, account: Identity, typeBase: String) -> IdentityProblem {
-        IdentityProblem(
-            code: "policy-unavailable", title: "Policy unavailable", status: .serviceUnavailable,
-            detail: error.description, account: account.name, tokenWasSent: true, typeBase: typeBase)
+        return (found.token, found.source == .bearerToken ? .bearerToken : .assertionHeader)
     }
 }

@@ -3,7 +3,8 @@ import Foundation
 import IdentityPolicy
 import IdentityAssertions
 import IdentityRuntime
-@testable import IdentityVapor  // IdentityProblem.Document, to read refusals
+import IdentityHTTP
+@testable import IdentityVapor
 import Testing
 import Vapor
 import VaporTesting
@@ -261,9 +262,9 @@ final class LateSource: PolicySource {
 }
 
 /// The problem document of a refusal.
-func problem(_ response: TestingHTTPResponse) throws -> IdentityProblem.Document {
-    #expect(response.headers.first(name: .contentType) == "application/problem+json")
-    return try JSONDecoder().decode(IdentityProblem.Document.self, from: Data(buffer: response.body))
+func problem(_ response: TestingHTTPResponse) throws -> IdentityHTTPProblem.Document {
+    #expect(response.headers.first(name: .contentType) == IdentityHTTPProblem.contentType)
+    return try JSONDecoder().decode(IdentityHTTPProblem.Document.self, from: Data(buffer: response.body))
 }
 
 func header(_ token: String) -> HTTPHeaders {

@@ -1,7 +1,7 @@
 import Foundation
 import IdentityPolicy
 import IdentityRuntime
-@testable import IdentityVapor  // IdentityProblem.Document, to read refusals
+@testable import IdentityVapor
 import Testing
 import Vapor
 import VaporTesting

@@ -1,94 +1,96 @@
 import Foundation
-import IdentityPolicy
-import IdentityAssertions
-import IdentityProtection
+import IdentityHTTP
 import IdentityRuntime
-@testable import IdentityVapor
+import IdentityVapor
 import Testing
 import Vapor
+import VaporTesting
 
-/// The problem documents both middlewares must answer, byte for byte: `Integrations/identity-problems.json`.
-/// IdentityHummingbird's `ProblemVocabularyTests` reads the same file with the same cases.
-struct SharedProblem: Decodable {
-    let `case`: String
-    let status: Int
-    let headers: [String: String]
-    let body: String
+/// The documents `Integrations/identity-problems.json` pins, by case. The mapping from the runtime's errors is
+/// tested once, in the root package's IdentityHTTPTests; this suite tests what is Vapor's: that the
+/// middleware's real responses carry those documents unchanged.
+struct PinnedDocuments {
+    struct Entry: Decodable {
+        let `case`: String
+        let status: Int
+        let headers: [String: String]
+        let body: String
+    }
 
-    static func all() throws -> [SharedProblem] {
-        let integrations = URL(fileURLWithPath: #filePath)
-            .deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
-        let data = try Data(contentsOf: integrations.appendingPathComponent("identity-problems.json"))
-        return try JSONDecoder().decode([SharedProblem].self, from: data)
+    let entries: [String: Entry]
+
+    init() throws {
+        var folder = URL(fileURLWithPath: #filePath)
+        for _ in 0..<4 { folder.deleteLastPathComponent() }
+        let data = try Data(contentsOf: folder.appendingPathComponent("identity-problems.json"))
+        entries = Dictionary(uniqueKeysWithValues: try JSONDecoder().decode([Entry].self, from: data).map { ($0.case, $0) })
+    }
+
+    /// Whether `response` is the pinned `name`: status, `Content-Type`, `WWW-Authenticate`, `Retry-After`, body.
+    func expect(_ response: TestingHTTPResponse, is name: String, sourceLocation: SourceLocation = #_sourceLocation) {
+        guard let entry = entries[name] else {
+            Issue.record("\(name) is not pinned", sourceLocation: sourceLocation)
+            return
+        }
+        #expect(Int(response.status.code) == entry.status, "\(name)", sourceLocation: sourceLocation)
+        #expect(response.body.string == entry.body, "\(name)", sourceLocation: sourceLocation)
+        var sent: [String: String] = [:]
+        for field in ["Content-Type", "WWW-Authenticate", "Retry-After"] {
+            sent[field] = response.headers.first(name: field)
+        }
+        #expect(sent == entry.headers, "\(name)", sourceLocation: sourceLocation)
     }
 }
 
-@Suite("IdentityProblem (Vapor): the vocabulary shared with IdentityHummingbird")
+@Suite("IdentityProblem (Vapor): the middleware's real refusals are the pinned documents")
 struct ProblemVocabularyTests {
-    /// The inputs of each shared case (the same in IdentityHummingbird's test).
-    static func problem(_ name: String) -> IdentityProblem? {
-        let base = "https://identity-runtime.invalid/problems/"
-        let instant = Date(timeIntervalSince1970: 1_700_000_000)
-        let assertion: AssertionError? = switch name {
-        case "malformed": .malformed("not three parts")
-        case "unsupported-algorithm": .unsupportedAlgorithm("none")
-        case "unsupported-header": .unsupportedHeader("jwk")
-        case "unknown-key": .unknownKey("k9")
-        case "bad-signature": .badSignature
-        case "expired": .expired(at: instant)
-        case "not-yet-valid": .notYetValid(until: instant)
-        case "wrong-audience": .wrongAudience("billing")
-        case "wrong-issuer": .wrongIssuer("mallory")
-        case "replayed": .replayed(tokenID: "0f1e")
-        case "replay-cache-full": .replayCacheFull
-        case "invalid-account": .invalidAccount("empty")
-        case "lifetime-too-long": .lifetimeTooLong(seconds: 7_200, maximum: 3_600)
-        case "invalid-tenant": .invalidTenant("empty")
-        default: nil
-        }
-        if let assertion { return .token(assertion, typeBase: base) }
-        let admission: (SwitchIdentityResult, AdmissionError.Cause)? = switch name {
-        case "blocked": (.notAllowed, .blocked(.clockedOut))
-        case "not-allowed": (.notAllowed, .notInAllowedAccounts)
-        case "claimed": (.notAllowed, .claimed)
-        case "denied": (.failed, .denied("token revoked"))
-        case "undecided": (.failed, .unavailable("directory down"))
-        default: nil
-        }
-        if case let (result, cause)? = admission {
-            return .admission(AdmissionError(account: dave, result: result, cause: cause), typeBase: base)
-        }
-        switch name {
-        case "missing-token": return .missingToken(typeBase: base)
-        case "tenant-mismatch": return .tenantMismatch(claimed: "fabrikam.com", known: "contoso.com", typeBase: base)
-        default: return nil
-        }
-    }
-
-    @Test("every shared case: the same status, headers and JSON bytes as Integrations/identity-problems.json")
-    func sharedDocuments() throws {
-        let shared = try SharedProblem.all()
-        #expect(shared.count == 21)
-        for expected in shared {
-            let problem = try #require(Self.problem(expected.case), "no Vapor problem for \(expected.case)")
-            let response = problem.response()
-            #expect(Int(response.status.code) == expected.status, "\(expected.case)")
-            #expect(String(decoding: problem.json, as: UTF8.self) == expected.body, "\(expected.case)")
-            #expect(response.body.string == expected.body, "\(expected.case)")
-            var headers: [String: String] = [:]
-            for name in ["Content-Type", "WWW-Authenticate", "Retry-After"] {
-                headers[name] = response.headers.first(name: HTTPHeaders.Name(name))
+    @Test("missing, forged, unknown-key, wrong-issuer, wrong-audience and tenant-mismatch tokens and a blocked account: the pinned status, headers and bytes")
+    func refusals() async throws {
+        let pinned = try PinnedDocuments()
+        let fixture = try Fixture()
+        let requests: [String: HTTPHeaders] = [
+            "missing-token": [:],
+            "bad-signature": header(try fixture.token(alice, forged: true)),
+            "unknown-key": ["Authorization": "Bearer \(try fixture.token(alice, keyID: "k9"))"],
+            "wrong-issuer": header(try fixture.token(alice, issuer: "mallory")),
+            "wrong-audience": header(try fixture.token(alice, audience: "billing")),
+            "tenant-mismatch": header(try fixture.token(alice, tenant: "fabrikam.com")),
+            "blocked": header(try fixture.token(dave)),
+        ]
+        try await fixture.withApplication { app in
+            for (name, headers) in requests.sorted(by: { $0.key < $1.key }) {
+                try await app.testing().test(.GET, "whoami", headers: headers) { pinned.expect($0, is: name) }
             }
-            #expect(headers == expected.headers, "\(expected.case)")
+        }
+        #expect(fixture.handlerRuns.value == 0)
+    }
+
+    @Test("a full replay cache: the pinned 503 replay-cache-full with Retry-After")
+    func replayCacheFull() async throws {
+        let pinned = try PinnedDocuments()
+        let fixture = try Fixture(replayCacheCapacity: 1)
+        try await fixture.withApplication { app in
+            try await app.testing().test(.GET, "whoami", headers: header(try fixture.token(carol))) { response in
+                #expect(response.status == .ok)
+            }
+            try await app.testing().test(.GET, "whoami", headers: header(try fixture.token(alice))) {
+                pinned.expect($0, is: "replay-cache-full")
+            }
         }
     }
 
-    @Test("policy-unavailable, the code only this middleware has, in the same format")
-    func policyUnavailable() {
-        let error = ProtectionError.policyUnavailable(reason: "the policy source has not loaded yet")
-        let problem = IdentityProblem.policyUnavailable(error, account: alice, typeBase: "https://identity-runtime.invalid/problems/")
-        #expect(String(decoding: problem.json, as: UTF8.self) == #"{"account":"alice@contoso.com","code":"policy-unavailable","detail":"ProtectionError 115: the policy is unavailable: the policy source has not loaded yet","status":503,"title":"Policy unavailable","type":"https://identity-runtime.invalid/problems/policy-unavailable"}"#)
-        #expect(problem.headers.first(name: .retryAfter) == "1")
-        #expect(problem.headers.first(name: .wwwAuthenticate) == nil)
+    @Test("policy-unavailable, the refusal only this middleware answers: the neutral document, byte for byte")
+    func policyUnavailable() async throws {
+        let fixture = try Fixture(policySource: LateSource())
+        let refusal = try #require(fixture.policies.refusal(of: .create, to: alice))
+        let expected = IdentityHTTPProblem.policyUnavailable(refusal, account: alice)
+        try await fixture.withApplication { app in
+            try await app.testing().test(.GET, "whoami", headers: header(try fixture.token(alice))) { response in
+                #expect(response.status == .serviceUnavailable)
+                #expect(response.body.string == String(decoding: expected.json, as: UTF8.self))
+                #expect(response.headers.first(name: .retryAfter) == "1")
+                #expect(response.headers.first(name: .contentType) == IdentityHTTPProblem.contentType)
+            }
+        }
     }
 }
