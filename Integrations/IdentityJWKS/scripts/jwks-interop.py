@@ -77,7 +77,8 @@ def claims(**overrides):
 def swift_check(path, tokens):
     """identity-jwks-check fetching base+path, verifying `tokens`: (answer lines, standard error)."""
     process = subprocess.run(
-        [CHECK, "--url", base + path, "--issuer", ISSUER, "--audience", AUDIENCE, "--timeout", "10"],
+        [CHECK, "--url", base + path, "--issuer", ISSUER, "--audience", AUDIENCE, "--timeout", "10",
+         "--allow-loopback-http", "yes"],
         input="\n".join(tokens) + "\n", capture_output=True, text=True, timeout=60)
     return process.stdout.strip().splitlines(), process.stderr.strip()
 
@@ -141,6 +142,15 @@ try:
     check("RemoteKeySet refuses a JWKS with a private key, and then every token",
           errors.startswith("fetch-failed ") and "private member" in errors
           and answers == [answers[0]] and answers[0].startswith("refused keys-unavailable "), (answers, errors))
+
+    # 3. Plain http is refused unless allowed, and then only to loopback: no fetch is made.
+    before = len(requests)
+    refused = subprocess.run(
+        [CHECK, "--url", base + "/python/jwks.json", "--issuer", ISSUER, "--audience", AUDIENCE],
+        input=tokens[0] + "\n", capture_output=True, text=True, timeout=60)
+    check("RemoteKeySet refuses plain http to loopback without --allow-loopback-http, before any request",
+          refused.returncode == 2 and refused.stderr.startswith("refused-url ") and len(requests) == before,
+          (refused.returncode, refused.stderr))
 finally:
     server.shutdown()
     server.server_close()

@@ -19,6 +19,13 @@ public enum JWKSFetchError: Error, Sendable, Hashable, CustomStringConvertible {
     /// Only ``RemoteKeySet/verify(_:)`` reports it (as ``JWKSVerificationError/keysUnavailable(_:)``'s cause
     /// when no fetch was attempted).
     case neverFetched
+    /// The address, or one a redirect led to, is plain `http` to a host other than this machine's loopback, or
+    /// plain `http` to loopback without ``RemoteKeySet/Configuration/allowsLoopbackHTTP``: a document that could
+    /// have been changed in transit is never used. Thrown by ``RemoteKeySet/init(url:verifier:httpClient:configuration:)``
+    /// for the configured address; a fetch redirected to such an address fails with it and changes no key.
+    case insecureURL(String)
+    /// The address is not an absolute `https` (or `http`) URL with a host.
+    case invalidURL(String)
 
     public var description: String {
         switch self {
@@ -28,6 +35,8 @@ public enum JWKSFetchError: Error, Sendable, Hashable, CustomStringConvertible {
         case let .invalidDocument(refusal): "JWKS fetch failed: the document was refused: \(refusal)"
         case .timeout: "JWKS fetch failed: timed out"
         case .neverFetched: "no JWKS has been fetched yet"
+        case let .insecureURL(url): "JWKS address refused: \(url) is not https (plain http is allowed to a loopback host only, when configured)"
+        case let .invalidURL(url): "JWKS address refused: \(url) is not an absolute http(s) URL with a host"
         }
     }
 }

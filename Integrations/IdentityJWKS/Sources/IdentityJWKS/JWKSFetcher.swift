@@ -9,6 +9,8 @@ struct JWKSFetcher: Sendable {
     let url: String
     let timeout: Duration
     let maximumLength: Int
+    /// ``RemoteKeySet/Configuration/allowsLoopbackHTTP``, applied to every address a redirect led to.
+    let allowsLoopbackHTTP: Bool
 
     /// What a successful fetch gives: the key set and the response's caching rules.
     struct Fetched: Sendable {
@@ -49,6 +51,10 @@ struct JWKSFetcher: Sendable {
         } catch {
             return .failure(Self.classify(error))
         }
+        // The client follows redirects from https to plain http: a document reached through such a hop is refused.
+        if let refusal = Self.refusedHop(response.history.map(\.request.url), allowsLoopbackHTTP: allowsLoopbackHTTP) {
+            return .failure(refusal)
+        }
         guard response.status == .ok else {
             // Not read: dropping the response closes or recycles the connection.
             return .failure(.httpStatus(Int(response.status.code)))
@@ -75,6 +81,15 @@ struct JWKSFetcher: Sendable {
             return .failure(.invalidDocument(refusal))
         }
         return .success(Fetched(keySet: keySet, cacheControl: CacheControl(headerValues: response.headers["Cache-Control"])))
+    }
+
+    /// The refusal of the first of `addresses` (the requests of an exchange, redirects included) that may not be
+    /// fetched from, or `nil` when every one may.
+    static func refusedHop(_ addresses: [String], allowsLoopbackHTTP: Bool) -> JWKSFetchError? {
+        for address in addresses {
+            if let refusal = JWKSAddress.refusal(of: address, allowsLoopbackHTTP: allowsLoopbackHTTP) { return refusal }
+        }
+        return nil
     }
 
     /// The ``JWKSFetchError`` of an error thrown by the HTTP client.

@@ -20,17 +20,22 @@ extension RemoteKeySet {
         public var unknownKeyRefreshInterval: Duration
         /// The deadline of one fetch, from the request to the last byte of the body. Default 10 s.
         public var fetchTimeout: Duration
+        /// Whether plain `http` is accepted for a loopback host (`localhost`, `127.0.0.0/8`, `::1`): a sidecar
+        /// on the same machine, a test server. Default `false`: only `https`. Plain `http` to any other host is
+        /// refused whatever this says, for the configured address and for every redirect.
+        public var allowsLoopbackHTTP: Bool
 
         public init(
             minimumRefreshInterval: Duration = .seconds(60), maximumRefreshInterval: Duration = .seconds(86_400),
             defaultRefreshInterval: Duration = .seconds(3_600), unknownKeyRefreshInterval: Duration = .seconds(60),
-            fetchTimeout: Duration = .seconds(10)
+            fetchTimeout: Duration = .seconds(10), allowsLoopbackHTTP: Bool = false
         ) {
             self.minimumRefreshInterval = max(.zero, minimumRefreshInterval)
             self.maximumRefreshInterval = max(self.minimumRefreshInterval, maximumRefreshInterval)
             self.defaultRefreshInterval = max(.zero, defaultRefreshInterval)
             self.unknownKeyRefreshInterval = max(.zero, unknownKeyRefreshInterval)
             self.fetchTimeout = max(.zero, fetchTimeout)
+            self.allowsLoopbackHTTP = allowsLoopbackHTTP
         }
     }
 }

@@ -22,7 +22,7 @@ import IdentityAssertions
 ///
 /// ```swift
 /// let verifier = IdentityAssertionVerifier(keySet: AssertionKeySet(), issuers: ["gateway"], audience: "documents")
-/// let keys = RemoteKeySet(url: "https://gateway.internal/.well-known/jwks.json", verifier: verifier)
+/// let keys = try RemoteKeySet(url: "https://gateway.internal/.well-known/jwks.json", verifier: verifier)
 /// try? await keys.refresh()                   // the first set, before serving
 /// // … and keep it current: as a swift-service-lifecycle Service, or `Task { try await keys.run() }`
 /// let assertion = try await keys.verify(token) // or verifier.verify(token), then refreshForUnknownKey()
@@ -31,8 +31,11 @@ import IdentityAssertions
 /// > Note: The verifier's keys belong to the remote set: `init` empties them, and each good fetch replaces them.
 /// > Add no key to that verifier by hand.
 ///
-/// > Warning: Fetch the JWKS over `https` in production: whoever can change the document in transit chooses
-/// > the keys tokens are verified with. Redirects are followed as the `HTTPClient` is configured to.
+/// - **Transport.** Only `https`: whoever can change the document in transit chooses the keys tokens are
+///   verified with. Plain `http` is accepted only to a loopback host and only with
+///   ``Configuration/allowsLoopbackHTTP``; `init` refuses any other address (``JWKSFetchError/insecureURL(_:)``),
+///   and a fetch that a redirect led to such an address fails with the same error and changes no key.
+///   Redirects are followed as the `HTTPClient` is configured to.
 public actor RemoteKeySet {
     /// Where the document is fetched from.
     public nonisolated let url: String
@@ -55,7 +58,8 @@ public actor RemoteKeySet {
     private var inFlight: Task<Result<AssertionKeySet, JWKSFetchError>, Never>?
 
     /// - Parameters:
-    ///   - url: the JWKS document's address (`https://…`).
+    ///   - url: the JWKS document's address: `https://…` (or `http://` to a loopback host, with
+    ///     ``Configuration/allowsLoopbackHTTP``).
     ///   - verifier: the verifier whose keys to keep in step; its keys are emptied now, and replaced by each good
     ///     fetch.
     ///   - httpClient: the client to fetch with (default: the shared one). Not shut down by this type.
@@ -63,15 +67,21 @@ public actor RemoteKeySet {
     ///
     /// Nothing is fetched until ``refresh()``, ``refreshIfStale()``, ``refreshForUnknownKey()``, ``verify(_:)``
     /// or ``run()`` is called.
+    /// - Throws: ``JWKSFetchError/insecureURL(_:)`` or ``JWKSFetchError/invalidURL(_:)`` when `url` may not be
+    ///   fetched from; the verifier's keys are then left as they were.
     public init(
         url: String, verifier: IdentityAssertionVerifier, httpClient: HTTPClient = .shared,
         configuration: Configuration = Configuration()
-    ) {
+    ) throws(JWKSFetchError) {
+        if let refusal = JWKSAddress.refusal(of: url, allowsLoopbackHTTP: configuration.allowsLoopbackHTTP) {
+            throw refusal
+        }
         self.url = url
         self.verifier = verifier
         self.configuration = configuration
         fetcher = JWKSFetcher(
-            client: httpClient, url: url, timeout: configuration.fetchTimeout, maximumLength: AssertionKeySet.maximumJWKSLength)
+            client: httpClient, url: url, timeout: configuration.fetchTimeout, maximumLength: AssertionKeySet.maximumJWKSLength,
+            allowsLoopbackHTTP: configuration.allowsLoopbackHTTP)
         nextRefresh = .now
         verifier.replaceKeys(with: AssertionKeySet())
     }

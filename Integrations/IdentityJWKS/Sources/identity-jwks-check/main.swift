@@ -2,7 +2,7 @@ import Foundation
 import IdentityAssertions
 import IdentityJWKS
 
-// identity-jwks-check --url URL --issuer I --audience A [--mode single-use|reusable] [--timeout SECONDS]
+// identity-jwks-check --url URL --issuer I --audience A [--mode single-use|reusable] [--allow-loopback-http yes] [--timeout SECONDS]
 //
 // Fetches the JWKS document at URL with RemoteKeySet (one fetch, before the first token), then reads tokens from
 // standard input, one per line, and prints for each, as `identity-harness assertion verify` does:
@@ -20,15 +20,22 @@ while let flag = arguments.popFirst() {
     options[String(flag.dropFirst(2))] = value
 }
 guard let url = options["url"], let issuer = options["issuer"], let audience = options["audience"] else {
-    FileHandle.standardError.write(Data("usage: identity-jwks-check --url URL --issuer I --audience A [--mode single-use|reusable]\n".utf8))
+    FileHandle.standardError.write(Data("usage: identity-jwks-check --url URL --issuer I --audience A [--mode single-use|reusable] [--allow-loopback-http yes]\n".utf8))
     exit(2)
 }
 let mode: IdentityAssertionVerifier.Mode = options["mode"] == "reusable" ? .reusable : .singleUse
 let timeout = options["timeout"].flatMap(Double.init) ?? 10
 
 let verifier = IdentityAssertionVerifier(keySet: AssertionKeySet(), issuers: [issuer], audience: audience, mode: mode)
-let keys = RemoteKeySet(
-    url: url, verifier: verifier, configuration: .init(fetchTimeout: .milliseconds(Int(timeout * 1_000))))
+let keys: RemoteKeySet
+do throws(JWKSFetchError) {
+    keys = try RemoteKeySet(
+        url: url, verifier: verifier,
+        configuration: .init(fetchTimeout: .milliseconds(Int(timeout * 1_000)), allowsLoopbackHTTP: options["allow-loopback-http"] == "yes"))
+} catch {
+    FileHandle.standardError.write(Data("refused-url \(quoted(error.description))\n".utf8))
+    exit(2)
+}
 do throws(JWKSFetchError) {
     try await keys.refresh()
 } catch {

@@ -44,7 +44,7 @@ struct RemoteKeySetFailureTests {
         let issuer = try TestIssuer(kid: "k1")
         try await withServer(.document(TestIssuer.jwks([issuer]), cacheControl: "no-store")) { server in
             let verifier = makeVerifier()
-            let keys = RemoteKeySet(url: server.url, verifier: verifier, configuration: quick)
+            let keys = try RemoteKeySet(url: server.url, verifier: verifier, configuration: quick)
             try await keys.refresh()
             server.reply = bad.reply
             do throws(JWKSFetchError) {
@@ -84,7 +84,7 @@ struct RemoteKeySetFailureTests {
     func endpointDown() async throws {
         let issuer = try TestIssuer(kid: "k1")
         let server = try await TestJWKSServer.start(.document(TestIssuer.jwks([issuer])))
-        let keys = RemoteKeySet(url: server.url, verifier: makeVerifier(), configuration: Self.downConfiguration)
+        let keys = try RemoteKeySet(url: server.url, verifier: makeVerifier(), configuration: Self.downConfiguration)
         try await keys.refresh()
         try await server.stop()
         await #expect {
@@ -105,7 +105,7 @@ struct RemoteKeySetFailureTests {
     func neverGood(_ reply: TestJWKSServer.Reply) async throws {
         let issuer = try TestIssuer(kid: "k1")
         try await withServer(reply) { server in
-            let keys = RemoteKeySet(url: server.url, verifier: makeVerifier(), configuration: quick)
+            let keys = try RemoteKeySet(url: server.url, verifier: makeVerifier(), configuration: quick)
             let token = try issuer.token()
             do throws(JWKSVerificationError) {
                 _ = try await keys.verify(token)
@@ -129,7 +129,7 @@ struct RemoteKeySetFailureTests {
         let server = try await TestJWKSServer.start(.init())
         let url = server.url
         try await server.stop()
-        let keys = RemoteKeySet(url: url, verifier: makeVerifier(), configuration: Self.downConfiguration)
+        let keys = try RemoteKeySet(url: url, verifier: makeVerifier(), configuration: Self.downConfiguration)
         await #expect {
             _ = try await keys.verify(try TestIssuer(kid: "k1").token())
         } throws: { error in
@@ -144,7 +144,7 @@ struct RemoteKeySetFailureTests {
         try await withServer(.document(TestIssuer.jwks([issuer]))) { server in
             var configuration = quick
             configuration.fetchTimeout = .milliseconds(300)
-            let keys = RemoteKeySet(url: server.url, verifier: makeVerifier(), configuration: configuration)
+            let keys = try RemoteKeySet(url: server.url, verifier: makeVerifier(), configuration: configuration)
             try await keys.refresh()
             server.reply.hang = true
             let started = ContinuousClock.now
@@ -163,7 +163,7 @@ struct RemoteKeySetFailureTests {
         try await withServer(reply) { server in
             var configuration = quick
             configuration.fetchTimeout = .milliseconds(300)
-            let keys = RemoteKeySet(url: server.url, verifier: makeVerifier(), configuration: configuration)
+            let keys = try RemoteKeySet(url: server.url, verifier: makeVerifier(), configuration: configuration)
             await #expect(throws: JWKSFetchError.timeout) { try await keys.refresh() }
             #expect(await keys.keySet == nil)
         }

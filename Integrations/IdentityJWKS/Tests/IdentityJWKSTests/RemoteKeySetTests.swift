@@ -32,7 +32,7 @@ func makeVerifier() -> IdentityAssertionVerifier {
 /// Short intervals, so that the tests wait little.
 let quick = RemoteKeySet.Configuration(
     minimumRefreshInterval: .milliseconds(300), maximumRefreshInterval: .seconds(600), defaultRefreshInterval: .seconds(60),
-    unknownKeyRefreshInterval: .seconds(60), fetchTimeout: .seconds(5))
+    unknownKeyRefreshInterval: .seconds(60), fetchTimeout: .seconds(5), allowsLoopbackHTTP: true)
 
 /// Runs `body` against a started server, and stops the server afterwards.
 func withServer<T>(_ reply: TestJWKSServer.Reply, _ body: (TestJWKSServer) async throws -> T) async throws -> T {
@@ -54,7 +54,7 @@ struct RemoteKeySetTests {
         let issuer = try TestIssuer(kid: "k1")
         try await withServer(.document(TestIssuer.jwks([issuer]))) { server in
             let verifier = makeVerifier()
-            let keys = RemoteKeySet(url: server.url, verifier: verifier, configuration: quick)
+            let keys = try RemoteKeySet(url: server.url, verifier: verifier, configuration: quick)
             #expect(await keys.keySet == nil)
             let set = try await keys.refresh()
             #expect(set.keyIDs == ["k1"])
@@ -73,7 +73,7 @@ struct RemoteKeySetTests {
         let issuer = try TestIssuer(kid: "k1")
         let verifier = IdentityAssertionVerifier(
             keys: ["k1": issuer.signer.key.publicKey], issuers: ["gateway"], audience: "documents")
-        _ = RemoteKeySet(url: "http://127.0.0.1:9/jwks.json", verifier: verifier)
+        _ = try RemoteKeySet(url: "https://127.0.0.1:9/jwks.json", verifier: verifier)
         #expect(verifier.keyIDs.isEmpty)
     }
 
@@ -81,7 +81,7 @@ struct RemoteKeySetTests {
     func maxAgeHonoured() async throws {
         let issuer = try TestIssuer(kid: "k1")
         try await withServer(.document(TestIssuer.jwks([issuer]), cacheControl: "public, max-age=86400")) { server in
-            let keys = RemoteKeySet(url: server.url, verifier: makeVerifier(), configuration: quick)
+            let keys = try RemoteKeySet(url: server.url, verifier: makeVerifier(), configuration: quick)
             let before = ContinuousClock.now
             await keys.refreshIfStale()
             for _ in 0..<5 { await keys.refreshIfStale() }
@@ -97,7 +97,7 @@ struct RemoteKeySetTests {
     func noStoreMeansMinimum(_ header: String) async throws {
         let issuer = try TestIssuer(kid: "k1")
         try await withServer(.document(TestIssuer.jwks([issuer]), cacheControl: header)) { server in
-            let keys = RemoteKeySet(url: server.url, verifier: makeVerifier(), configuration: quick)
+            let keys = try RemoteKeySet(url: server.url, verifier: makeVerifier(), configuration: quick)
             await keys.refreshIfStale()
             await keys.refreshIfStale()
             #expect(server.requests == 1)
@@ -113,7 +113,7 @@ struct RemoteKeySetTests {
         let old = try TestIssuer(kid: "2026-10")
         let new = try TestIssuer(kid: "2026-11")
         try await withServer(.document(TestIssuer.jwks([old]), cacheControl: "max-age=3600")) { server in
-            let keys = RemoteKeySet(url: server.url, verifier: makeVerifier(), configuration: quick)
+            let keys = try RemoteKeySet(url: server.url, verifier: makeVerifier(), configuration: quick)
             try await keys.refresh()
             server.reply = .document(TestIssuer.jwks([old, new]), cacheControl: "max-age=3600")
             let assertion = try await keys.verify(try new.token(account: "bob@fabrikam.com"))
@@ -136,7 +136,7 @@ struct RemoteKeySetTests {
     func unknownKeyFlood(_ delay: TimeAmount) async throws {
         let issuer = try TestIssuer(kid: "k1")
         try await withServer(.document(TestIssuer.jwks([issuer]), cacheControl: "max-age=3600")) { server in
-            let keys = RemoteKeySet(url: server.url, verifier: makeVerifier(), configuration: quick)
+            let keys = try RemoteKeySet(url: server.url, verifier: makeVerifier(), configuration: quick)
             try await keys.refresh()
             server.reply.delay = delay
             let strangers = try (0..<100).map { try TestIssuer(kid: "made-up-\($0)").token() }
@@ -164,7 +164,7 @@ struct RemoteKeySetTests {
         var reply = TestJWKSServer.Reply.document(TestIssuer.jwks([issuer]))
         reply.delay = .milliseconds(200)
         try await withServer(reply) { server in
-            let keys = RemoteKeySet(url: server.url, verifier: makeVerifier(), configuration: quick)
+            let keys = try RemoteKeySet(url: server.url, verifier: makeVerifier(), configuration: quick)
             try await withThrowingTaskGroup(of: Void.self) { group in
                 for _ in 0..<20 { group.addTask { try await keys.refresh() } }
                 try await group.waitForAll()
@@ -177,7 +177,7 @@ struct RemoteKeySetTests {
     func runAsService() async throws {
         let issuer = try TestIssuer(kid: "k1")
         try await withServer(.document(TestIssuer.jwks([issuer]), cacheControl: "max-age=3600")) { server in
-            let keys = RemoteKeySet(url: server.url, verifier: makeVerifier(), configuration: quick)
+            let keys = try RemoteKeySet(url: server.url, verifier: makeVerifier(), configuration: quick)
             let running = Task { try await keys.run() }
             for _ in 0..<200 where await keys.keySet == nil { try await Task.sleep(for: .milliseconds(10)) }
             #expect(await keys.keySet?.keyIDs == ["k1"])
