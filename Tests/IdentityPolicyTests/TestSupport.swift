@@ -3,6 +3,7 @@ import Foundation
 @testable import IdentityPolicy
 import IdentityProtection
 import IdentityRuntime
+import IdentityTesting
 import Testing
 
 let alice: Identity = "alice@contoso.com"
@@ -55,8 +56,9 @@ final class Gate: Sendable {
 /// A poll whose millisecond sleep took far longer means this task was starved (every test of the process
 /// runs at once on the cooperative pool; under ThreadSanitizer on a busy machine a whole run has stalled for
 /// minutes): the work being waited for was starved with it, so such a poll spends at most 100 ms of the
-/// budget, however long it took. A real hang still ends: every poll spends something.
-func eventually(within seconds: Double = 300, _ condition: @Sendable () -> Bool) async -> Bool {
+/// budget, however long it took. A real hang still ends: every poll spends something. The default, 30 s, fails
+/// a broken test in under a minute on an idle machine; a test that waits longer passes `within:`.
+func eventually(within seconds: Double = 30, _ condition: @Sendable () -> Bool) async -> Bool {
     let clock = ContinuousClock()
     var budget = Duration.seconds(seconds)
     var last = clock.now
@@ -171,16 +173,17 @@ final class TemporaryDirectory: Sendable {
     }
 }
 
-/// Collects the `completionCalledMoreThanOnce` issues whose operation mentions `marker`, reported anywhere
-/// in the process while `body` runs (issues go to every observer, so parallel suites do not interfere).
+/// Captures the `completionCalledMoreThanOnce` issues whose operation mentions `marker`, reported anywhere
+/// in the process while `body` runs (parallel suites use other markers); `body` sees them as they come.
+/// Captured issues are expected: they are not printed.
 func collectIssues(marker: String, _ body: (Recorder<RuntimeIssue>) async throws -> Void) async rethrows -> [RuntimeIssue] {
     let issues = Recorder<RuntimeIssue>()
-    let token = RuntimeIssues.addObserver { issue in
-        if case let .completionCalledMoreThanOnce(operation) = issue, operation.contains(marker) {
-            issues.append(issue)
-        }
+    _ = try await IdentityStrictMode.capturingIssues(matching: { issue in
+        guard case let .completionCalledMoreThanOnce(operation) = issue, operation.contains(marker) else { return false }
+        issues.append(issue)
+        return true
+    }) {
+        try await body(issues)
     }
-    defer { RuntimeIssues.removeObserver(token) }
-    try await body(issues)
     return issues.all
 }

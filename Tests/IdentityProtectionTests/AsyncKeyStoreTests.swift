@@ -1,6 +1,7 @@
 import Foundation
 import IdentityProtection
 @testable import IdentityRuntime
+import IdentityTesting
 import Testing
 
 /// A key store that must fetch over a "network": keys live in a `FileKeyStore` (the database); every fetch
@@ -406,15 +407,10 @@ struct AsyncKeyStoreTests {
     }
 }
 
-/// Runs `body` and returns the runtime issues of `kinds` reported meanwhile (by any thread).
+/// Runs `body` and returns the runtime issues of `kinds` reported meanwhile (by any thread); they are
+/// expected, so not printed.
 func capturingIssues<R>(kinds: Set<String>, _ body: () async throws -> R) async rethrows -> (R, [RuntimeIssue]) {
-    let issues = LockedValue<[RuntimeIssue]>([])
-    let token = RuntimeIssues.addObserver { issue in
-        if kinds.contains(issue.kind) { issues.withLock { $0.append(issue) } }
-    }
-    defer { RuntimeIssues.removeObserver(token) }
-    let result = try await body()
-    return (result, issues.withLock { $0 })
+    try await IdentityStrictMode.capturingIssues(matching: { kinds.contains($0.kind) }, body)
 }
 
 extension Array where Element: Sendable {

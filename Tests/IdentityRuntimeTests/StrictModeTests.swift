@@ -12,12 +12,13 @@ struct StrictModeTests {
 
     /// Reports whose site is in this file, collected while `body` runs and until `settle` passes.
     func reports(_ body: () async -> Void) async -> [RuntimeIssue] {
-        let (_, issues) = await capturingRuntimeIssues(
-            kinds: ["misattributed", "identityLeaked", "unitNeverRan", "unitRanTwice"]
+        let kinds: Set<String> = ["misattributed", "identityLeaked", "unitNeverRan", "unitRanTwice"]
+        let (_, issues) = await IdentityStrictMode.capturingIssues(
+            matching: { kinds.contains($0.kind) && $0.site?.fileID.description == Self.file }
         ) {
             await body()
         }
-        return issues.filter { $0.site?.fileID.description == Self.file }
+        return issues
     }
 
     let queue = IdentityDispatchQueue(label: "strict", attributes: .concurrent)

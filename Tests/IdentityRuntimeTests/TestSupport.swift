@@ -34,18 +34,13 @@ func onRawThread<T: Sendable>(_ body: @escaping @Sendable () -> T) async -> T {
 
 var current: Identity? { IdentityContext.currentThreadIdentity }
 
-/// Collects the runtime issues of the kinds in `kinds` reported anywhere in the process while `body` runs
-/// (other suites run in parallel: pick kinds or sites only this test causes).
+/// Captures the runtime issues of the kinds in `kinds` reported anywhere in the process while `body` runs
+/// (other suites run in parallel: pick kinds or sites only this test causes). Captured issues are expected:
+/// they are not printed.
 func capturingRuntimeIssues<R>(
     kinds: Set<String>, _ body: () async throws -> R
 ) async rethrows -> (R, [RuntimeIssue]) {
-    let issues = LockedValue<[RuntimeIssue]>([])
-    let token = RuntimeIssues.addObserver { issue in
-        if kinds.contains(issue.kind) { issues.withLock { $0.append(issue) } }
-    }
-    defer { RuntimeIssues.removeObserver(token) }
-    let result = try await body()
-    return (result, issues.withLock { $0 })
+    try await IdentityStrictMode.capturingIssues(matching: { kinds.contains($0.kind) }, body)
 }
 
 struct Boom: Error, Equatable {}

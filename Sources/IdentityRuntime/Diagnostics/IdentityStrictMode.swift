@@ -3,7 +3,8 @@ import Synchronization
 /// Strict mode: the runtime checks every asynchronous unit of work it wraps and reports what is wrong.
 ///
 /// Off by default; on with ``isEnabled`` or by starting the process with `IDENTITY_STRICT=1`
-/// (`IDENTITY_STRICT=fatal` also makes every report fatal). While it is on, every unit submitted through
+/// (`IDENTITY_STRICT=fatal` also makes every report fatal; `0`, `false`, `no`, `off` or empty mean off, in any
+/// case). While it is on, every unit submitted through
 /// ``IdentityDispatchQueue``, ``IdentityWorkItem``, ``IdentityOperationQueue`` or a wrapped source handler
 /// records its submit site (`#fileID:#line`) and is checked:
 /// - at entry, the unit observes the identity captured for it at submission (else ``RuntimeIssue/misattributed(site:expected:observed:)``);
@@ -22,8 +23,15 @@ public enum IdentityStrictMode {
     private static let enabled = Atomic<Bool>(environmentSetting != nil)
     private static let fatal = Atomic<Bool>(environmentSetting == "fatal")
 
-    private static var environmentSetting: String? {
-        guard let value = getEnvironment("IDENTITY_STRICT"), !value.isEmpty, value != "0" else { return nil }
+    /// `IDENTITY_STRICT`, lowercased; `nil` when unset or off (empty, `0`, `false`, `no`, `off`).
+    static var environmentSetting: String? {
+        parseSetting(getEnvironment("IDENTITY_STRICT"))
+    }
+
+    /// The meaning of an `IDENTITY_STRICT` value: `nil` (off) for none, an empty value, `0`, `false`, `no` or
+    /// `off` in any case; otherwise the value lowercased (`fatal` makes reports fatal; anything else is on).
+    static func parseSetting(_ value: String?) -> String? {
+        guard let value = value?.lowercased(), !["", "0", "false", "no", "off"].contains(value) else { return nil }
         return value
     }
 

@@ -97,14 +97,17 @@ public enum RuntimeIssue: Sendable, Equatable, CustomStringConvertible {
     }
 }
 
-/// Where runtime issues go: the handler set with ``IdentityStrictMode/setReportHandler(_:)`` (default:
-/// standard error), plus every observer a test has added.
+/// Where runtime issues go: every observer a test has added sees each one; then, unless a capture has taken it
+/// as expected, the handler set with ``IdentityStrictMode/setReportHandler(_:)`` (default: standard error).
 package enum RuntimeIssues {
     package typealias Sink = @Sendable (RuntimeIssue) -> Void
+    /// Sees an issue and answers whether it was expected (captured): then it is not printed or handed to the
+    /// report handler.
+    package typealias Capture = @Sendable (RuntimeIssue) -> Bool
 
     private struct Sinks {
         var handler: Sink?
-        var observers: [Int: Sink] = [:]
+        var observers: [Int: Capture] = [:]
         var nextToken = 0
     }
 
@@ -117,9 +120,18 @@ package enum RuntimeIssues {
 
     /// Adds an observer that sees every report until removed; returns its token.
     package static func addObserver(_ observer: @escaping Sink) -> Int {
+        addCapture { issue in
+            observer(issue)
+            return false
+        }
+    }
+
+    /// Adds a capture that sees every report until removed, and keeps those it answers `true` for from the
+    /// handler and standard error; returns its token for ``removeObserver(_:)``.
+    package static func addCapture(_ capture: @escaping Capture) -> Int {
         sinks.withLock { sinks in
             sinks.nextToken += 1
-            sinks.observers[sinks.nextToken] = observer
+            sinks.observers[sinks.nextToken] = capture
             return sinks.nextToken
         }
     }
@@ -130,12 +142,15 @@ package enum RuntimeIssues {
 
     package static func report(_ issue: RuntimeIssue) {
         let (handler, observers) = sinks.withLock { ($0.handler, Array($0.observers.values)) }
+        var captured = false
+        for observer in observers where observer(issue) { captured = true }
+        // An issue a test caused on purpose and captured is neither printed nor fatal.
+        guard !captured else { return }
         if let handler {
             handler(issue)
         } else {
             StandardError.write("identity runtime issue: \(issue)\n")
         }
-        for observer in observers { observer(issue) }
         if IdentityStrictMode.isFatal {
             fatalError("identity strict mode: \(issue)")
         }
