@@ -51,10 +51,16 @@ package enum PlatformCrypto {
         return bytes
     }
 
+    // The AEAD calls take the key and nonce as bytes, not arrays: a caller in another module lends an array's
+    // bytes for the call (`withUnsafeBufferPointer`), and its optimizer can then keep a short-lived array (a
+    // stream record's nonce) on the stack. An array passed across the module boundary counts as escaping: one
+    // more heap allocation per record (+16,384 per GiB of stream).
+
     /// Encrypts `plaintext` and appends the ciphertext, then the 16-byte tag, to `output`.
+    /// - Precondition: `key` is 32 bytes, `nonce` 12 bytes.
     package static func seal(
-        key: [UInt8], nonce: [UInt8], aad: UnsafeRawBufferPointer, plaintext: UnsafeRawBufferPointer,
-        appendingTo output: inout [UInt8]
+        key: UnsafeRawBufferPointer, nonce: UnsafeRawBufferPointer, aad: UnsafeRawBufferPointer,
+        plaintext: UnsafeRawBufferPointer, appendingTo output: inout [UInt8]
     ) throws(CryptoFailure) {
         let start = output.count
         let count = plaintext.count + tagLength
@@ -77,9 +83,10 @@ package enum PlatformCrypto {
 
     /// Encrypts `plaintext` into `output` (exactly `plaintext.count + tagLength` bytes): the ciphertext, then
     /// the 16-byte tag.
+    /// - Precondition: `key` is 32 bytes, `nonce` 12 bytes.
     package static func seal(
-        key: [UInt8], nonce: [UInt8], aad: UnsafeRawBufferPointer, plaintext: UnsafeRawBufferPointer,
-        into output: UnsafeMutableRawBufferPointer
+        key: UnsafeRawBufferPointer, nonce: UnsafeRawBufferPointer, aad: UnsafeRawBufferPointer,
+        plaintext: UnsafeRawBufferPointer, into output: UnsafeMutableRawBufferPointer
     ) throws(CryptoFailure) {
         precondition(key.count == keyLength && nonce.count == nonceLength && output.count == plaintext.count + tagLength)
         #if canImport(CryptoKit) || IDENTITY_SWIFT_CRYPTO
@@ -94,15 +101,11 @@ package enum PlatformCrypto {
         }
         #else
         let out = output.baseAddress!.assumingMemoryBound(to: UInt8.self)
-        let status = key.withUnsafeBufferPointer { key in
-            nonce.withUnsafeBufferPointer { nonce in
-                cidc_aes256gcm_seal(
-                    key.baseAddress, nonce.baseAddress,
-                    aad.baseAddress?.assumingMemoryBound(to: UInt8.self), aad.count,
-                    plaintext.baseAddress?.assumingMemoryBound(to: UInt8.self), plaintext.count,
-                    out, out + plaintext.count)
-            }
-        }
+        let status = cidc_aes256gcm_seal(
+            key.baseAddress?.assumingMemoryBound(to: UInt8.self), nonce.baseAddress?.assumingMemoryBound(to: UInt8.self),
+            aad.baseAddress?.assumingMemoryBound(to: UInt8.self), aad.count,
+            plaintext.baseAddress?.assumingMemoryBound(to: UInt8.self), plaintext.count,
+            out, out + plaintext.count)
         guard status == 1 else { throw .backend("EVP AES-256-GCM encryption failed") }
         #endif
     }
@@ -110,8 +113,8 @@ package enum PlatformCrypto {
     /// Decrypts and authenticates; returns the plaintext only when the tag verifies.
     /// - Throws: ``CryptoFailure/authenticationFailed`` when it does not.
     package static func open(
-        key: [UInt8], nonce: [UInt8], aad: UnsafeRawBufferPointer, ciphertext: UnsafeRawBufferPointer,
-        tag: UnsafeRawBufferPointer
+        key: UnsafeRawBufferPointer, nonce: UnsafeRawBufferPointer, aad: UnsafeRawBufferPointer,
+        ciphertext: UnsafeRawBufferPointer, tag: UnsafeRawBufferPointer
     ) throws(CryptoFailure) -> [UInt8] {
         var failure: CryptoFailure?
         let plaintext = [UInt8](unsafeUninitializedCapacity: ciphertext.count) { buffer, initialized in
@@ -131,8 +134,8 @@ package enum PlatformCrypto {
     /// verify, `output` is zeroed: unauthenticated bytes never stay behind.
     /// - Throws: ``CryptoFailure/authenticationFailed`` when the tag does not verify.
     package static func open(
-        key: [UInt8], nonce: [UInt8], aad: UnsafeRawBufferPointer, ciphertext: UnsafeRawBufferPointer,
-        tag: UnsafeRawBufferPointer, into output: UnsafeMutableRawBufferPointer
+        key: UnsafeRawBufferPointer, nonce: UnsafeRawBufferPointer, aad: UnsafeRawBufferPointer,
+        ciphertext: UnsafeRawBufferPointer, tag: UnsafeRawBufferPointer, into output: UnsafeMutableRawBufferPointer
     ) throws(CryptoFailure) {
         precondition(key.count == keyLength && nonce.count == nonceLength && tag.count == tagLength && output.count == ciphertext.count)
         #if canImport(CryptoKit) || IDENTITY_SWIFT_CRYPTO
@@ -156,16 +159,12 @@ package enum PlatformCrypto {
             throw .backend("AES.GCM.open: \(error)")
         }
         #else
-        let status = key.withUnsafeBufferPointer { key in
-            nonce.withUnsafeBufferPointer { nonce in
-                cidc_aes256gcm_open(
-                    key.baseAddress, nonce.baseAddress,
-                    aad.baseAddress?.assumingMemoryBound(to: UInt8.self), aad.count,
-                    ciphertext.baseAddress?.assumingMemoryBound(to: UInt8.self), ciphertext.count,
-                    tag.baseAddress?.assumingMemoryBound(to: UInt8.self),
-                    output.baseAddress?.assumingMemoryBound(to: UInt8.self))
-            }
-        }
+        let status = cidc_aes256gcm_open(
+            key.baseAddress?.assumingMemoryBound(to: UInt8.self), nonce.baseAddress?.assumingMemoryBound(to: UInt8.self),
+            aad.baseAddress?.assumingMemoryBound(to: UInt8.self), aad.count,
+            ciphertext.baseAddress?.assumingMemoryBound(to: UInt8.self), ciphertext.count,
+            tag.baseAddress?.assumingMemoryBound(to: UInt8.self),
+            output.baseAddress?.assumingMemoryBound(to: UInt8.self))
         switch status {
         case 1:
             return

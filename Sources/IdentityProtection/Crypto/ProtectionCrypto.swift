@@ -19,9 +19,9 @@ enum ProtectionCrypto {
         key: [UInt8], nonce: [UInt8], aad: UnsafeRawBufferPointer, plaintext: UnsafeRawBufferPointer,
         appendingTo output: inout [UInt8]
     ) throws(ProtectionError) {
-        do {
+        try withBytes(of: key, nonce) { (key, nonce) throws(CryptoFailure) in
             try PlatformCrypto.seal(key: key, nonce: nonce, aad: aad, plaintext: plaintext, appendingTo: &output)
-        } catch { throw ProtectionError(error) }
+        }
     }
 
     /// Encrypts `plaintext` into `output` (exactly `plaintext.count + tagLength` bytes): the ciphertext, then
@@ -30,9 +30,9 @@ enum ProtectionCrypto {
         key: [UInt8], nonce: [UInt8], aad: UnsafeRawBufferPointer, plaintext: UnsafeRawBufferPointer,
         into output: UnsafeMutableRawBufferPointer
     ) throws(ProtectionError) {
-        do {
+        try withBytes(of: key, nonce) { (key, nonce) throws(CryptoFailure) in
             try PlatformCrypto.seal(key: key, nonce: nonce, aad: aad, plaintext: plaintext, into: output)
-        } catch { throw ProtectionError(error) }
+        }
     }
 
     /// Decrypts and authenticates; returns the plaintext only when the tag verifies.
@@ -41,9 +41,9 @@ enum ProtectionCrypto {
         key: [UInt8], nonce: [UInt8], aad: UnsafeRawBufferPointer, ciphertext: UnsafeRawBufferPointer,
         tag: UnsafeRawBufferPointer
     ) throws(ProtectionError) -> [UInt8] {
-        do {
-            return try PlatformCrypto.open(key: key, nonce: nonce, aad: aad, ciphertext: ciphertext, tag: tag)
-        } catch { throw ProtectionError(error) }
+        try withBytes(of: key, nonce) { (key, nonce) throws(CryptoFailure) in
+            try PlatformCrypto.open(key: key, nonce: nonce, aad: aad, ciphertext: ciphertext, tag: tag)
+        }
     }
 
     /// Decrypts and authenticates into `output` (exactly `ciphertext.count` bytes); when the tag does not
@@ -53,8 +53,28 @@ enum ProtectionCrypto {
         key: [UInt8], nonce: [UInt8], aad: UnsafeRawBufferPointer, ciphertext: UnsafeRawBufferPointer,
         tag: UnsafeRawBufferPointer, into output: UnsafeMutableRawBufferPointer
     ) throws(ProtectionError) {
-        do {
+        try withBytes(of: key, nonce) { (key, nonce) throws(CryptoFailure) in
             try PlatformCrypto.open(key: key, nonce: nonce, aad: aad, ciphertext: ciphertext, tag: tag, into: output)
+        }
+    }
+
+    /// Lends the bytes of `key` and `nonce` to an AEAD call of ``PlatformCrypto``, whose failure becomes a
+    /// ``ProtectionError``.
+    ///
+    /// Only the bytes cross into IdentityCrypto, never the arrays: an array passed to another module's function
+    /// counts as escaping, so a short-lived one (a stream record's nonce, made per record) could no longer be
+    /// kept on the stack and would cost a heap allocation per record.
+    @inline(__always)
+    private static func withBytes<R>(
+        of key: [UInt8], _ nonce: [UInt8],
+        _ body: (UnsafeRawBufferPointer, UnsafeRawBufferPointer) throws(CryptoFailure) -> R
+    ) throws(ProtectionError) -> R {
+        do {
+            return try key.withUnsafeBufferPointer { (key) throws(CryptoFailure) in
+                try nonce.withUnsafeBufferPointer { (nonce) throws(CryptoFailure) in
+                    try body(UnsafeRawBufferPointer(key), UnsafeRawBufferPointer(nonce))
+                }
+            }
         } catch { throw ProtectionError(error) }
     }
 
