@@ -96,11 +96,11 @@ var expectationsMet = 0
     pinPrompt.enter("0000")
     expect("result", await wrong.value, .failed)
     expect("effective UI identity", client.effectiveUIIdentity, personal)
-    expect("blocked because", manager.blockReason(for: work), .conditionalLaunchBlocked) { "\($0.map { ".\($0)" } ?? "not blocked")" }
+    expect("blocked because", manager.blockReason(for: work), .conditionalLaunchBlocked) { $0 == .notBlocked ? "not blocked" : ".\($0)" }
     expect("the delegate was told", await blocks.next(), work)
     expect("result of tapping work again", await result { client.switchAccount(to: work, done: $0) }, .notAllowed)
     client.signInAgain(work)   // the user re-authenticates: the app lifts the block
-    expect("blocked because", manager.blockReason(for: work), nil) { "\($0.map { ".\($0)" } ?? "not blocked")" }
+    expect("blocked because", manager.blockReason(for: work), .notBlocked) { $0 == .notBlocked ? "not blocked" : ".\($0)" }
     let right = Task { await result { client.switchAccount(to: work, done: $0) } }
     expect("PIN prompt asks for", await prompts.next(), work)
     pinPrompt.enter(PINPrompt.correctPIN)

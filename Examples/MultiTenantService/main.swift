@@ -860,7 +860,7 @@ func tenantWipe(_ service: Service, backup: String?) async -> [String: Int] {
     ledger.expect(identical == others.count, "\(others.count - identical) other file(s) changed or vanished")
     ledger.expect(service.keyFileCount() == 0, "contoso's key files survived the wipe")
     let blocked = policies.blockedAccounts
-    let reasons = blocked.map { "\(show($0)) (\(policies.blockReason(for: $0).map { "\($0)" } ?? "not blocked"))" }
+    let reasons = blocked.map { "\(show($0)) (\(policies.blockReason(for: $0)))" }
     print("  blockedAccounts: \(reasons.joined(separator: ", "))")
     ledger.expect(blocked == ["alice@contoso.com", "bob@contoso.com", "dave@contoso.com", "erin@fabrikam.com"],
                   "blockedAccounts: \(blocked.map(show))")
@@ -927,7 +927,8 @@ service.clockOutDave()
 var accountRows: [[String]] = []
 for account in Accounts.all {
     let me = account.identity
-    let managed = policies.isIdentityManaged(me), block = policies.blockReason(for: me)
+    let managed = policies.isIdentityManaged(me), reason = policies.blockReason(for: me)
+    let block = reason == .notBlocked ? nil : reason
     let policy = policies.policy(for: me)
     let saves = SaveTarget.rotation(for: me).filter { policy.isSaveToAllowed(for: $0.location, account: $0.account) }
     accountRows.append([show(me), me.isUnmanaged ? "—" : policies.tenant(of: me)?.rawValue ?? "—",

@@ -28,6 +28,21 @@ enum AssertionCommand {
             guard flag.hasPrefix("--"), let value = arguments.popFirst() else { return fail("expected --name value, got \(flag)") }
             options[String(flag.dropFirst(2))] = value
         }
+        let allowed: [String: Set<String>] = [
+            "keygen": [], "jwks": ["public-key", "kid"],
+            "sign": ["private-key", "kid", "issuer", "audience", "account", "tenant", "lifetime", "jwks-out"],
+            "verify": ["issuer", "audience", "public-key", "kid", "jwks", "mode"],
+        ]
+        if let known = allowed[command], let unknown = options.keys.sorted().first(where: { !known.contains($0) }) {
+            return fail("\(command): unknown option --\(unknown)")
+        }
+        var lifetime = 300.0
+        if let text = options["lifetime"] {
+            guard let seconds = Double(text), seconds > 0, seconds.isFinite else {
+                return fail("--lifetime takes seconds > 0, got '\(text)'")
+            }
+            lifetime = seconds
+        }
         do {
             switch command {
             case "keygen":
@@ -45,7 +60,7 @@ enum AssertionCommand {
                 let signer = IdentityAssertionSigner(key: try AssertionSigningKey(rawRepresentation: bytes), keyID: kid, issuer: issuer)
                 print(try signer.sign(
                     account: Identity(validating: account), tenant: options["tenant"], audience: audience,
-                    lifetime: options["lifetime"].flatMap(Double.init) ?? 300))
+                    lifetime: lifetime))
                 if let path = options["jwks-out"] {
                     try Data(AssertionKeySet([kid: signer.key.publicKey]).jwks.utf8).write(to: URL(fileURLWithPath: path))
                 }

@@ -68,29 +68,28 @@ enum BenchCommand {
         var count = 20_000
     }
 
-    static func run(arguments: ArraySlice<String>) -> Bool {
+    static func run(arguments: ArraySlice<String>) throws(UsageError) -> Bool {
         var options = Options()
-        var arguments = arguments
-        while let argument = arguments.popFirst() {
-            switch argument {
-            case "--rounds": options.rounds = arguments.popFirst().flatMap(Int.init) ?? options.rounds
-            case "--scale": options.scale = arguments.popFirst().flatMap(Double.init) ?? options.scale
-            case "--pair": options.pair = arguments.popFirst()
-            case "--only": options.only = arguments.popFirst()
+        var flags = HarnessFlags(arguments, command: "bench")
+        while let flag = try flags.next() {
+            switch flag {
+            case "--rounds": options.rounds = try flags.value(of: flag, as: Int.self, expected: "a whole number ≥ 1") { $0 >= 1 }
+            case "--scale": options.scale = try flags.value(of: flag, as: Double.self, expected: "a number > 0") { $0 > 0 && $0.isFinite }
+            case "--pair": options.pair = try flags.value(of: flag)
+            case "--only": options.only = try flags.value(of: flag)
             case "--cpu-time": options.cpuTime = true
-            case "--count": options.count = arguments.popFirst().flatMap(Int.init) ?? options.count
+            case "--count": options.count = try flags.value(of: flag, as: Int.self, expected: "a whole number ≥ 0") { $0 >= 0 }
             case "--side":
-                guard let side = arguments.popFirst().flatMap(Side.init(rawValue:)) else {
-                    FileHandle.standardError.write(Data("bench: --side takes raw, peer or ours\n".utf8))
-                    return false
+                let name = try flags.value(of: flag)
+                guard let side = Side(rawValue: name) else {
+                    throw UsageError(description: "bench: --side takes raw, peer or ours, got '\(name)'")
                 }
                 options.side = side
             case "--list":
                 for pair in makePairs(scale: 1) { print(pair.name) }
                 return true
             default:
-                FileHandle.standardError.write(Data("bench: unknown option \(argument)\n".utf8))
-                return false
+                throw flags.unknown(flag)
             }
         }
         let pairs = makePairs(scale: options.scale)

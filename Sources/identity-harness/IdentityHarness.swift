@@ -18,32 +18,37 @@ import IsolationStress
 struct IdentityHarness {
     static func main() async {
         var arguments = CommandLine.arguments.dropFirst()
-        let command = arguments.popFirst() ?? "verify"
-        switch command {
-        case "verify":
-            exit(await VerifyCommand.run() ? 0 : 1)
-        case "stress" where arguments.contains("--isolation"):
-            guard let options = StressCommand.parse(arguments.filter { $0 != "--isolation" }, defaults: .init()) else { exit(64) }
-            exit(await runIsolation(options) ? 0 : 1)
-        case "stress":
-            guard let options = StressCommand.parse(arguments, defaults: .init()) else { exit(64) }
-            exit(StressCommand.run(options) ? 0 : 1)
-        case "wipe-child":
-            exit(WipeChildCommand.run(arguments) ? 0 : 1)
-        case "assertion":
-            exit(AssertionCommand.run(arguments) ? 0 : 1)
-        case "soak":
-            var defaults = StressCommand.Options()
-            defaults.duration = 600
-            defaults.memory = true
-            guard let options = StressCommand.parse(arguments, defaults: defaults) else { exit(64) }
-            exit(StressCommand.run(options) ? 0 : 1)
-        case "bench":
-            exit(BenchCommand.run(arguments: arguments) ? 0 : 1)
-        case "help", "--help", "-h":
+        if arguments.contains(where: { ["--help", "-h", "help"].contains($0) }) {
             print(usage)
-        default:
-            FileHandle.standardError.write(Data("unknown command '\(command)'\n\(usage)\n".utf8))
+            exit(0)
+        }
+        let command = arguments.popFirst() ?? "verify"
+        do throws(UsageError) {
+            switch command {
+            case "verify":
+                guard arguments.isEmpty else { throw UsageError(description: "verify takes no options") }
+                exit(await VerifyCommand.run() ? 0 : 1)
+            case "stress" where arguments.contains("--isolation"):
+                let options = try StressCommand.parse(arguments.filter { $0 != "--isolation" }, defaults: .init())
+                exit(await runIsolation(options) ? 0 : 1)
+            case "stress":
+                exit(StressCommand.run(try StressCommand.parse(arguments, defaults: .init())) ? 0 : 1)
+            case "wipe-child":
+                exit(WipeChildCommand.run(arguments) ? 0 : 1)
+            case "assertion":
+                exit(AssertionCommand.run(arguments) ? 0 : 1)
+            case "soak":
+                var defaults = StressCommand.Options()
+                defaults.duration = 600
+                defaults.memory = true
+                exit(StressCommand.run(try StressCommand.parse(arguments, defaults: defaults)) ? 0 : 1)
+            case "bench":
+                exit(try BenchCommand.run(arguments: arguments) ? 0 : 1)
+            default:
+                throw UsageError(description: "unknown command '\(command)'")
+            }
+        } catch {
+            FileHandle.standardError.write(Data("identity-harness: \(error)\n\(usage)\n".utf8))
             exit(64)
         }
     }
@@ -70,17 +75,25 @@ struct IdentityHarness {
     }
 
     static let usage = """
-        usage: identity-harness [verify | stress OPTIONS | soak OPTIONS | bench [--rounds N] [--scale X]]
-          verify   run every row of the propagation table live; exit 1 on any mismatch
+        usage: identity-harness [COMMAND [OPTIONS]]   (no command: verify; --help anywhere: this text)
+          verify   run every row of the propagation table live; exit 1 on any mismatch, 2 if a row never completes
           stress   random programs mixing every mechanism; exit 1 on any misattribution or leak
-                   --seed N (1) --duration S (10) --identities K (64) --depth D (12) --in-flight N (64)
+                   --seed N (1) --duration SECONDS (10) --identities K (64) --depth D (12) --in-flight N (64)
                    --fault none|skip-restore|capture-at-run (self-check: must then fail)
                    --isolation: the randomized tenant-isolation program instead (--seed, --duration, or
                    --operations N; --isolation-fault no-modify-check|no-read-check|no-transfer-check: must then fail)
-          soak     stress for 600 s by default, also reporting resident memory growth per million units
-          assertion keygen | sign --private-key HEX --kid K --issuer I --audience A --account NAME [--tenant T]
-                   | verify --public-key HEX --kid K --issuer I --audience A  (tokens on standard input)
+          soak     stress for 600 s by default (same options), also reporting resident memory growth per million units
+          assertion keygen
+                   | jwks --public-key HEX --kid K   (prints the JWKS document of one public key)
+                   | sign --private-key HEX --kid K --issuer I --audience A --account NAME [--tenant T]
+                          [--lifetime SECONDS (300)] [--jwks-out FILE]
+                   | verify --issuer I --audience A (--public-key HEX --kid K | --jwks FILE)
+                          [--mode single-use|reusable]   (tokens on standard input, one per line)
           bench    raw vs identity-carrying primitives, interleaved, median ratio and spread
                    (use: swift run -c release identity-harness bench)
+                   --rounds N (≥ 1) --scale X (> 0) --list --pair NAME (one pair, one side: for callgrind)
+                   --side raw|peer|ours --count N (≥ 0; 0: setup only) --only NAME (print one pair's row) --cpu-time
+          wipe-child  internal: the child process the crash tests kill in the middle of a wipe
+        Bad values are errors (exit 64), never replaced by defaults.
         """
 }

@@ -38,42 +38,36 @@ enum StressCommand {
         case none, scopedOverride, unscopedOverride, thrownError
     }
 
-    static func parse(_ arguments: ArraySlice<String>, defaults: Options) -> Options? {
+    /// The options `arguments` give over `defaults`; every value is checked (see ``HarnessFlags``).
+    static func parse(_ arguments: ArraySlice<String>, defaults: Options) throws(UsageError) -> Options {
         var options = defaults
-        var arguments = arguments
-        while let flag = arguments.popFirst() {
-            guard let value = arguments.popFirst() else {
-                FileHandle.standardError.write(Data("\(flag) needs a value\n".utf8))
-                return nil
-            }
+        var flags = HarnessFlags(arguments, command: "stress")
+        while let flag = try flags.next() {
             switch flag {
-            case "--seed": options.seed = UInt64(value) ?? options.seed
-            case "--duration": options.duration = Double(value) ?? options.duration
-            case "--identities": options.identities = max(1, Int(value) ?? options.identities)
-            case "--depth": options.depth = max(1, Int(value) ?? options.depth)
-            case "--in-flight": options.inFlight = max(1, Int(value) ?? options.inFlight)
+            case "--seed": options.seed = try flags.value(of: flag, as: UInt64.self, expected: "a whole number ≥ 0")
+            case "--duration":
+                options.duration = try flags.value(of: flag, as: Double.self, expected: "seconds > 0") { $0 > 0 && $0.isFinite }
+            case "--identities": options.identities = try flags.value(of: flag, as: Int.self, expected: "a whole number ≥ 1") { $0 >= 1 }
+            case "--depth": options.depth = try flags.value(of: flag, as: Int.self, expected: "a whole number ≥ 1") { $0 >= 1 }
+            case "--in-flight": options.inFlight = try flags.value(of: flag, as: Int.self, expected: "a whole number ≥ 1") { $0 >= 1 }
             case "--fault":
-                guard let fault = ["none": FaultInjection.none, "skip-restore": .skipRestore, "capture-at-run": .captureAtRun][value] else {
-                    FileHandle.standardError.write(Data("--fault: none, skip-restore or capture-at-run\n".utf8))
-                    return nil
+                let faults = ["none": FaultInjection.none, "skip-restore": .skipRestore, "capture-at-run": .captureAtRun]
+                let name = try flags.value(of: flag)
+                guard let fault = faults[name] else {
+                    throw UsageError(description: "stress: --fault takes none, skip-restore or capture-at-run, got '\(name)'")
                 }
                 options.fault = fault
             case "--operations":
-                guard let count = Int(value), count > 0 else {
-                    FileHandle.standardError.write(Data("--operations: a positive whole number\n".utf8))
-                    return nil
-                }
-                options.operations = count
+                options.operations = try flags.value(of: flag, as: Int.self, expected: "a whole number ≥ 1") { $0 >= 1 }
             case "--isolation-fault":
-                guard let fault = IsolationStress.Fault(rawValue: value) else {
+                let name = try flags.value(of: flag)
+                guard let fault = IsolationStress.Fault(rawValue: name) else {
                     let names = IsolationStress.Fault.allCases.map(\.rawValue).joined(separator: ", ")
-                    FileHandle.standardError.write(Data("--isolation-fault: one of \(names)\n".utf8))
-                    return nil
+                    throw UsageError(description: "stress: --isolation-fault takes one of \(names), got '\(name)'")
                 }
                 options.isolationFault = fault
             default:
-                FileHandle.standardError.write(Data("unknown option \(flag)\n".utf8))
-                return nil
+                throw flags.unknown(flag)
             }
         }
         return options

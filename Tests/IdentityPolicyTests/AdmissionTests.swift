@@ -103,7 +103,7 @@ struct AdmissionTests {
         settings.admissionRetryInterval = 0   // the interval has passed
         manager.settings = settings
         try await manager.withAdmittedIdentity(alice) {}
-        #expect(manager.blockReason(for: alice) == nil)
+        #expect(manager.blockReason(for: alice) == .notBlocked)
         #expect(check.runs.count == 2)
     }
 
@@ -115,7 +115,7 @@ struct AdmissionTests {
         await #expect(throws: AdmissionError(account: alice, result: .failed, cause: .unavailable("token service unreachable"))) {
             try await manager.withAdmittedIdentity(alice) {}
         }
-        #expect(manager.blockReason(for: alice) == nil)
+        #expect(manager.blockReason(for: alice) == .notBlocked)
         verdict.withLock { $0 = .admit }
         try await manager.withAdmittedIdentity(alice) {}
         #expect(check.runs.count == 2)

@@ -71,7 +71,7 @@ struct BlockedAccountsTests {
         #expect(await switchUI(f.manager, alice, window: "w") == .failed)
         #expect(f.manager.blockedAccounts == [alice])
         #expect(f.manager.blockReason(for: alice) == .conditionalLaunchBlocked)
-        #expect(f.manager.blockReason(for: carol) == nil)
+        #expect(f.manager.blockReason(for: carol) == .notBlocked)
         #expect(await eventually { f.delegate.calls.count == 1 })
         #expect(f.delegate.calls.all == ["alice@contoso.com conditionalLaunchBlocked w"])
         #expect(await switchUI(f.manager, alice, window: "w") == .notAllowed)
@@ -106,7 +106,7 @@ struct BlockedAccountsTests {
         gate.open()
         #expect(await eventually { superseded.count == 1 })
         #expect(superseded.all == [.canceled])
-        #expect(f.manager.blockReason(for: carol) == nil)
+        #expect(f.manager.blockReason(for: carol) == .notBlocked)
     }
 
     @Test("several causes: blocked until every one clears; the lowest raw value is the reason")
@@ -118,7 +118,7 @@ struct BlockedAccountsTests {
         f.manager.unblockAccount(carol, reason: .clockedOut)
         #expect(f.manager.blockReason(for: carol) == .blockedByAdministrator)
         f.manager.unblockAccount(carol, reason: .blockedByAdministrator)
-        #expect(f.manager.blockReason(for: carol) == nil)
+        #expect(f.manager.blockReason(for: carol) == .notBlocked)
         f.manager.blockAccount(carol, reason: .notBlocked)
         f.manager.blockAccount(carol, reason: .blockedByPolicy)
         f.manager.blockAccount(.unmanaged, reason: .clockedOut)
@@ -139,7 +139,7 @@ struct BlockedAccountsTests {
         #expect(f.manager.blockReason(for: alice) == .blockedByPolicy)
         #expect(await switchUI(f.manager, alice, window: "w") == .notAllowed)
         f.source.setPolicy(ownedPolicy("alice"), for: alice)
-        #expect(f.manager.blockReason(for: alice) == nil)
+        #expect(f.manager.blockReason(for: alice) == .notBlocked)
         #expect(notes.all == ["alice@contoso.com 100", "alice@contoso.com -1"])
         #expect(await eventually { f.delegate.calls.count == 1 })
         #expect(f.delegate.calls.all == ["alice@contoso.com blockedByPolicy nil"])
@@ -167,7 +167,7 @@ struct BlockedAccountsTests {
         #expect(f.manager.blockReason(for: alice) == .wiped)
         #expect(f.manager.blockReason(for: carol) == .clockedOut)
         f.manager.unblockAccount(alice, reason: .wiped)
-        #expect(f.manager.blockReason(for: alice) == nil)
+        #expect(f.manager.blockReason(for: alice) == .notBlocked)
     }
 
     @Test("BlockAccountReason and BlockAccountResult raw values")

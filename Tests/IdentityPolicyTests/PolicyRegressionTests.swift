@@ -80,7 +80,7 @@ struct PolicyRegressionTests {
     func blockedReaderOfUnmanagedData() throws {
         let f = try IsolationFixture()
         f.manager.blockAccount(bob, reason: .blockedByAdministrator)
-        #expect(f.manager.blockReason(for: bob) != nil)
+        #expect(f.manager.blockReason(for: bob) != .notBlocked)
         #expect(!f.manager.isDataTransferAllowed(from: dave, to: bob))
         let sealed = try f.data.protect(Data("dave's".utf8), identity: dave)
         // refusal(of:to:) is documented as 'a read by an effective file identity that may not see the owner's data

@@ -48,3 +48,41 @@ struct HarnessSelfCheckTests {
         #expect(output.contains("VIOLATIONS"))
     }
 }
+
+@Suite("identity-harness's command line: bad values are errors, --help lists everything")
+struct HarnessCommandLineTests {
+    @Test("a bad or missing value, an unknown flag or command: exit 64 naming it, never a default", arguments: [
+        (["stress", "--seed", "x"], "--seed"), (["stress", "--duration", "-1"], "--duration"),
+        (["stress", "--in-flight", "0"], "--in-flight"), (["stress", "--depth"], "--depth"),
+        (["stress", "--frobnicate", "1"], "--frobnicate"), (["soak", "--identities", "many"], "--identities"),
+        (["bench", "--rounds", "0"], "--rounds"), (["bench", "--scale", "nan"], "--scale"),
+        (["bench", "--side", "theirs"], "--side"), (["verify", "--fast"], "verify"), (["frobnicate"], "frobnicate"),
+    ])
+    func badValues(arguments: [String], named: String) throws {
+        let (status, output) = try HarnessSelfCheckTests.runHarness(arguments)
+        #expect(status == 64, "\(output)")
+        #expect(output.contains(named))
+        #expect(output.contains("usage: identity-harness"))
+    }
+
+    @Test("assertion refuses unknown options and a bad lifetime")
+    func assertionOptions() throws {
+        let unknown = try HarnessSelfCheckTests.runHarness(["assertion", "verify", "--issuer", "i", "--audience", "a", "--nope", "1"])
+        #expect(unknown.status != 0 && unknown.output.contains("--nope"))
+        let lifetime = try HarnessSelfCheckTests.runHarness(["assertion", "sign", "--lifetime", "forever"])
+        #expect(lifetime.status != 0 && lifetime.output.contains("--lifetime"))
+    }
+
+    @Test("--help, anywhere, lists every command and every flag", arguments: [["--help"], ["stress", "--help"], ["-h"]])
+    func help(arguments: [String]) throws {
+        let (status, output) = try HarnessSelfCheckTests.runHarness(arguments)
+        #expect(status == 0)
+        for word in ["verify", "stress", "soak", "assertion", "keygen", "jwks", "sign", "bench", "wipe-child",
+                     "--seed", "--duration", "--identities", "--depth", "--in-flight", "--fault", "--isolation",
+                     "--operations", "--isolation-fault", "--private-key", "--public-key", "--kid", "--issuer",
+                     "--audience", "--account", "--tenant", "--lifetime", "--jwks-out", "--jwks", "--mode", "--rounds",
+                     "--scale", "--list", "--pair", "--side", "--count", "--only", "--cpu-time"] {
+            #expect(output.contains(word), "\(word) is not in --help")
+        }
+    }
+}

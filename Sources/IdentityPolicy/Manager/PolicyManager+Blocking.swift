@@ -26,11 +26,11 @@ extension PolicyManager {
         }
     }
 
-    /// Why `account` is blocked, or `nil` when it is not. With several causes, the one with the lowest raw
-    /// value (see ``BlockAccountReason``).
-    public func blockReason(for account: Identity) -> BlockAccountReason? {
-        guard !account.isUnmanaged else { return nil }
-        return state.withLock { Self.blockReason(for: account, in: $0) }
+    /// Why `account` is blocked: ``BlockAccountReason/notBlocked`` when it is not (always for the unmanaged
+    /// identity). With several causes, the one with the lowest raw value (see ``BlockAccountReason``).
+    public func blockReason(for account: Identity) -> BlockAccountReason {
+        guard !account.isUnmanaged else { return .notBlocked }
+        return state.withLock { Self.blockReason(for: account, in: $0) } ?? .notBlocked
     }
 
     /// Blocks `account` for `reason` (typically ``BlockAccountReason/clockedOut`` or

@@ -325,7 +325,7 @@ struct IdentityMiddlewareTests {
         #expect(detail.contains("token revoked"))
         let admissionResult = try problem(denied).admissionResult
         #expect(admissionResult == SwitchIdentityResult.failed.rawValue)
-        #expect(fixture.policies.blockReason(for: alice) != nil)
+        #expect(fixture.policies.blockReason(for: alice) != .notBlocked)
         let undecided = try await expectRefusal(
             fixture, headers: header(try fixture.token(carol)), status: .serviceUnavailable, code: "admission-unavailable")
         #expect(undecided.headers.first(name: .retryAfter) == "1")
