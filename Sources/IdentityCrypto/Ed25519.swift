@@ -5,10 +5,19 @@ import CryptoKit
 import Crypto
 #else
 import CIdentityCrypto
+#if canImport(CIdentitySodium)
+import CIdentitySodium
+import Synchronization
+#endif
 #endif
 
 /// Ed25519 (RFC 8032) from the platform crypto: 32-byte raw private keys (seeds) and public keys, 64-byte
 /// signatures.
+///
+/// Verification on Linux uses libsodium (`crypto_sign_verify_detached`, about 0.65 M instructions against
+/// libcrypto's 1.4 M) when `sodium_init()` succeeded, libcrypto otherwise; keys and signatures always come
+/// from libcrypto. Both backends only see inputs that passed ``isStrictlyEncoded(signature:publicKey:)``, on
+/// which they must agree: which one runs never changes what is accepted.
 ///
 /// With libcrypto (Linux), the library's key object is made once, when a key is made, and shared by every copy
 /// and thread that uses it (making it costs as much as a signature: it derives the public key). With CryptoKit
@@ -100,22 +109,72 @@ package enum Ed25519 {
             #endif
         }
 
-        /// Whether `signature` is a valid signature of `message` under this key: one call into the crypto library.
+        /// Whether `signature` is a valid signature of `message` under this key (RFC 8032, cofactorless), under
+        /// the strict encoding rule:
+        ///
+        /// 1. ``Ed25519/isStrictlyEncoded(signature:publicKey:)`` first, in this code, whatever the backend:
+        ///    a signature of other than 64 bytes, `S ≥ L`, a non-canonical `R` or public key (y ≥ p), or an `R` or
+        ///    public key of small order (one of the 8 points, any encoding) is invalid, and no library sees it.
+        /// 2. Then one call into the crypto library: libsodium's `crypto_sign_verify_detached` on Linux when
+        ///    `sodium_init()` succeeded (once per process), else libcrypto's `EVP_DigestVerify`; CryptoKit (or
+        ///    swift-crypto) on Apple platforms.
+        ///
+        /// On inputs that pass step 1, libsodium 1.0.18 and libcrypto (OpenSSL 3.0) accept exactly the same
+        /// signatures (the differential test checks it on random and adversarial cases); on raw inputs they do
+        /// not (libcrypto accepts small-order keys and `R`s, and non-canonical small-order keys): that is what
+        /// step 1 is for. A point of mixed order (a key plus a point of small order) is not refused: both
+        /// libraries verify it the same, cofactorless way.
         package func isValidSignature(_ signature: [UInt8], of message: [UInt8]) throws(CryptoFailure) -> Bool {
-            guard signature.count == Ed25519.signatureLength else { return false }
+            guard signature.count == Ed25519.signatureLength,
+                  Ed25519.isStrictlyEncoded(signature: signature, publicKey: rawRepresentation) else { return false }
             #if canImport(CryptoKit) || IDENTITY_SWIFT_CRYPTO
             guard let key = try? Curve25519.Signing.PublicKey(rawRepresentation: rawRepresentation) else { return false }
             return key.isValidSignature(signature, for: message)
             #else
+            #if canImport(CIdentitySodium)
+            if Ed25519.sodiumReady && !Ed25519.libcryptoOnly.load(ordering: .relaxed) {
+                return sodiumVerify(signature, of: message)
+            }
+            #endif
+            return try libcryptoVerify(signature, of: message)
+            #endif
+        }
+
+        #if !(canImport(CryptoKit) || IDENTITY_SWIFT_CRYPTO)
+        /// libcrypto's own answer, without the strict pre-check (for the differential test): 64-byte `signature`.
+        package func libcryptoVerify(_ signature: [UInt8], of message: [UInt8]) throws(CryptoFailure) -> Bool {
+            precondition(signature.count == Ed25519.signatureLength)
             guard let object else { return false }
             switch cidc_ed25519_verify(object.pointer, message, message.count, signature) {
             case 1: return true
             case 0: return false
             default: throw .backend("Ed25519 verification failed")
             }
-            #endif
         }
+
+        #if canImport(CIdentitySodium)
+        /// libsodium's own answer, without the strict pre-check (for the differential test): 64-byte
+        /// `signature`. Call only when ``Ed25519/sodiumReady``.
+        package func sodiumVerify(_ signature: [UInt8], of message: [UInt8]) -> Bool {
+            precondition(signature.count == Ed25519.signatureLength)
+            return message.withUnsafeBufferPointer { message in
+                crypto_sign_verify_detached(signature, message.baseAddress, UInt64(message.count), rawRepresentation) == 0
+            }
+        }
+        #endif
+        #endif
     }
+
+    #if !(canImport(CryptoKit) || IDENTITY_SWIFT_CRYPTO) && canImport(CIdentitySodium)
+    /// Whether libsodium is initialized: `sodium_init()` ran once, at the first use (thread-safe, as every
+    /// Swift global), and returned 0 (initialized now) or 1 (already initialized by someone else in the process).
+    /// On failure (-1) verification fails closed to libcrypto: the same answers, at libcrypto's cost.
+    package static let sodiumReady: Bool = sodium_init() >= 0
+
+    /// Set by the bench's libcrypto baseline (`identity-harness bench --pair assertion-verify-fresh --side peer`)
+    /// only: verification then uses libcrypto as if `sodium_init()` had failed. The answers are the same.
+    package static let libcryptoOnly = Atomic<Bool>(false)
+    #endif
 
     #if !(canImport(CryptoKit) || IDENTITY_SWIFT_CRYPTO)
     /// Owns one libcrypto `EVP_PKEY` (an Ed25519 private or public key) and frees it with the last reference.
