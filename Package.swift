@@ -28,7 +28,7 @@ let package = Package(
             providers: [.apt(["libssl-dev"])]
         ),
         // libsodium, Linux only: IdentityCrypto verifies Ed25519 signatures with it (about 0.65 M instructions
-        // against libcrypto's 1.4 M), behind a strict pre-check that makes both libraries' answers equal; libcrypto
+        // against libcrypto's 1.5 M), behind a strict pre-check that makes both libraries' answers equal; libcrypto
         // stays the fallback and does everything else.
         .systemLibrary(
             name: "CIdentitySodium",

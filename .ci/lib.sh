@@ -1,9 +1,10 @@
 # Shared by the two CI lanes; sourced, not run.
 #
 #   .ci/run    the landing lane: at every landing (at most 35 minutes with both cores busy)
-#   .ci/full   the full lane: the landing lane's steps, then soak-sized stress, crash kills, fuzzing, the CryptoKit
-#              branch, the integration packages under ThreadSanitizer, the load test, the whole callgrind gate
-#              and Benchmarks/'s allocation thresholds (at most 85 minutes with both cores busy)
+#   .ci/full   the full lane: the landing lane's steps, then soak-sized stress, crash kills, the Ed25519
+#              differential run (100,000 cases), fuzzing, the CryptoKit branch, the integration packages under
+#              ThreadSanitizer, the load test, the whole callgrind gate and Benchmarks/'s allocation thresholds
+#              (at most 85 minutes with both cores busy)
 #
 # Every step is a function below, run by `ci_step NAME FUNCTION` in a subshell with `set -euo pipefail`; the
 # lane prints each step's duration as it ends and, at the end, a table of all steps and the closing line
@@ -20,7 +21,7 @@
 #   .build-integrations-release Integrations/IdentityNIO's release bench, identity-nio-bench (the NIO callgrind
 #                               gate, full lane)
 #   Fuzz/.build-fuzz, Checks/SwiftCrypto/.build, Benchmarks/.build   their own packages (full lane)
-# Environment: IDENTITY_STRESS_SEED (the stress runs' seed; default random, printed), IDENTITY_FUZZ_SECONDS
+# Environment: IDENTITY_STRESS_SEED (the stress runs' and the Ed25519 differential run's seed; default random, printed), IDENTITY_FUZZ_SECONDS
 # (per fuzz target, default 30), IDENTITY_LOAD_REQUESTS (default 20000).
 
 set -euo pipefail
@@ -45,13 +46,19 @@ ci_need() {
     DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "$@" >/dev/null
 }
 
-# The protection module links the system libcrypto (OpenSSL 3 headers from libssl-dev).
+# The crypto links the system libcrypto (OpenSSL 3 headers from libssl-dev) and, for Ed25519 verification on
+# Linux, libsodium (libsodium-dev).
 ci_setup() {
     ci_need pkg-config pkg-config
     if ! pkg-config --exists libcrypto 2>/dev/null; then
         echo "libcrypto development files missing: installing libssl-dev"
         DEBIAN_FRONTEND=noninteractive apt-get update -qq
         DEBIAN_FRONTEND=noninteractive apt-get install -y -qq libssl-dev >/dev/null
+    fi
+    if ! pkg-config --exists libsodium 2>/dev/null; then
+        echo "libsodium development files missing: installing libsodium-dev"
+        DEBIAN_FRONTEND=noninteractive apt-get update -qq
+        DEBIAN_FRONTEND=noninteractive apt-get install -y -qq libsodium-dev >/dev/null
     fi
     echo "stress seed: $stress_seed"
 }
@@ -226,6 +233,12 @@ step_crash_kills() {
     IDENTITY_LONG_TESTS=1 swift test "${debug_flags[@]}" --filter CrashConsistencyTests
 }
 
+# libsodium against libcrypto against our verifier, 100,000 Ed25519 cases (the default run: 10,000), from the
+# lane's seed.
+step_ed25519_differential() {
+    IDENTITY_LONG_TESTS=1 IDENTITY_STRESS_SEED="$stress_seed" swift test "${debug_flags[@]}" --filter Ed25519DifferentialTests
+}
+
 step_fuzz() {
     Fuzz/run.sh "${IDENTITY_FUZZ_SECONDS:-30}"
 }
@@ -264,6 +277,7 @@ full_lane() {
     ci_step "identity-harness stress --isolation, release, 1,000,000 operations" step_stress_isolation
     ci_step "identity-harness stress under ThreadSanitizer, 30 s" step_stress_tsan
     ci_step "crash harness: 1,200 SIGKILLs (writeFile, encryptFile, ProtectedFile)" step_crash_kills
+    ci_step "Ed25519: libsodium, libcrypto and our verifier on 100,000 cases" step_ed25519_differential
     ci_step "fuzzing: each libFuzzer target for ${IDENTITY_FUZZ_SECONDS:-30} s" step_fuzz
     ci_step "Checks/SwiftCrypto: the CryptoKit branch on apple/swift-crypto" step_swift_crypto
     ci_step "callgrind gate: the other pairs (operations, tasks, switches, protect, assertions)" step_callgrind rest

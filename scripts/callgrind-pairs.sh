@@ -11,7 +11,7 @@
 #                                                 # + 20) as the limits
 #
 # Environment: IDENTITY_CALLGRIND_COUNT (operations per run, default 20000; the `assertion-*` pairs, whose
-# operation is one Ed25519 verification or signature of 0.6 to 1.6 M instructions, count 256, but not
+# operation is one Ed25519 verification or signature of 0.6 to 1.7 M instructions, count 256, but not
 # `assertion-verify-cached`, a digest and a lookup), IDENTITY_CALLGRIND_PAIRS
 # (space-separated pair names and groups: `headline` (dispatch and reads: the landing lane, .ci/run), `rest`
 # (every other pair: the full lane, .ci/full), `all` (the default)), IDENTITY_HARNESS (a prebuilt release binary;
@@ -32,7 +32,7 @@ command -v valgrind >/dev/null || { echo "valgrind is required (apt-get install 
 
 count="${IDENTITY_CALLGRIND_COUNT:-20000}"
 headline_pairs="async-identity async-no-identity sync read-file-identity read-nothing-set"
-other_pairs="operation-subclass task-in-scope channel-element ui-switch-unmanaged ui-switch-unmanaged-change ui-switch-shared-change protect-1k protect-1k-async unprotect-1k assertion-verify assertion-sign assertion-verify-cached"
+other_pairs="operation-subclass task-in-scope channel-element ui-switch-unmanaged ui-switch-unmanaged-change ui-switch-shared-change protect-1k protect-1k-async unprotect-1k assertion-verify assertion-verify-fresh assertion-sign assertion-verify-cached"
 pairs=""
 for word in ${IDENTITY_CALLGRIND_PAIRS:-all}; do
     case "$word" in

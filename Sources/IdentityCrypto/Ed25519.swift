@@ -7,15 +7,15 @@ import Crypto
 import CIdentityCrypto
 #if canImport(CIdentitySodium)
 import CIdentitySodium
+#endif
+#endif
 import Synchronization
-#endif
-#endif
 
 /// Ed25519 (RFC 8032) from the platform crypto: 32-byte raw private keys (seeds) and public keys, 64-byte
 /// signatures.
 ///
 /// Verification on Linux uses libsodium (`crypto_sign_verify_detached`, about 0.65 M instructions against
-/// libcrypto's 1.4 M) when `sodium_init()` succeeded, libcrypto otherwise; keys and signatures always come
+/// libcrypto's 1.5 M) when `sodium_init()` succeeded, libcrypto otherwise; keys and signatures always come
 /// from libcrypto. Both backends only see inputs that passed ``isStrictlyEncoded(signature:publicKey:)``, on
 /// which they must agree: which one runs never changes what is accepted.
 ///
@@ -170,11 +170,12 @@ package enum Ed25519 {
     /// Swift global), and returned 0 (initialized now) or 1 (already initialized by someone else in the process).
     /// On failure (-1) verification fails closed to libcrypto: the same answers, at libcrypto's cost.
     package static let sodiumReady: Bool = sodium_init() >= 0
+    #endif
 
     /// Set by the bench's libcrypto baseline (`identity-harness bench --pair assertion-verify-fresh --side peer`)
-    /// only: verification then uses libcrypto as if `sodium_init()` had failed. The answers are the same.
+    /// only: verification on Linux then uses libcrypto as if `sodium_init()` had failed (the answers are the
+    /// same). No effect elsewhere.
     package static let libcryptoOnly = Atomic<Bool>(false)
-    #endif
 
     #if !(canImport(CryptoKit) || IDENTITY_SWIFT_CRYPTO)
     /// Owns one libcrypto `EVP_PKEY` (an Ed25519 private or public key) and frees it with the last reference.

@@ -5,8 +5,8 @@ import IdentityRuntime
 import Synchronization
 
 /// The `assertion-verify` pair: what verifying a signed identity assertion costs against its floor.
-/// - **raw**: one bare libcrypto Ed25519 verification of a token's signing input
-///   (`AssertionVerificationKey.isValidSignature`, one `EVP_DigestVerify`);
+/// - **raw**: one bare Ed25519 verification of a token's signing input (`AssertionVerificationKey.isValidSignature`:
+///   the strict pre-check, then one `crypto_sign_verify_detached` of libsodium on Linux);
 /// - **peer**: the same verification plus what a straightforward verifier adds: base64url through
 ///   Foundation, `JSONSerialization` for the header and `JSONDecoder` for the claims (the shape of this
 ///   project's verifier before it read the JSON in one strict pass);
@@ -238,6 +238,58 @@ extension BenchCommand {
                     hits &+= 1
                 }
                 count(hits)
+            })
+    }
+}
+
+extension BenchCommand {
+    /// The `assertion-verify-fresh` pair: a fresh token's verification with libsodium against the same with
+    /// libcrypto only, in one run (the backends accept the same tokens: see `Ed25519.isStrictlyEncoded`).
+    /// - **raw**: one bare Ed25519 verification (`AssertionVerificationKey.isValidSignature`: the pre-check,
+    ///   then libsodium), the floor;
+    /// - **peer**: `IdentityAssertionVerifier.verify` with libcrypto's `EVP_DigestVerify` (`Ed25519.libcryptoOnly`:
+    ///   the verifier as it was before libsodium, and the fallback when `sodium_init()` fails);
+    /// - **ours**: `IdentityAssertionVerifier.verify` as shipped: libsodium on Linux.
+    ///
+    /// The same pool and single-use verifiers as `assertion-verify` (each operation a distinct token, never a
+    /// replay). ours/peer is the gain of libsodium per fresh token.
+    static func assertionFreshPair(operations: Int) -> Pair {
+        let accepted = Mutex(0)
+        func count(_ hits: Int) { accepted.withLock { $0 &+= hits } }
+        func verifyAll(_ total: Int) -> Int {
+            let pool = AssertionPool.shared
+            var hits = 0
+            var verifier = pool.verifier()
+            for index in 0..<total {
+                let slot = index % pool.tokens.count
+                if slot == 0 { verifier = pool.verifier() }
+                if (try? verifier.verify(pool.tokens[slot])) != nil { hits &+= 1 }
+            }
+            return hits
+        }
+        return Pair(
+            name: "assertion-verify-fresh", title: "verify a fresh token: libsodium (ours) against libcrypto only (peer)",
+            targetRatio: nil, operations: operations,
+            raw: { total in
+                Ed25519.libcryptoOnly.store(false, ordering: .relaxed)
+                let pool = AssertionPool.shared
+                var hits = 0
+                for index in 0..<total {
+                    let slot = index % pool.tokens.count
+                    if (try? pool.key.publicKey.isValidSignature(pool.signatures[slot], of: pool.signingInputs[slot])) == true {
+                        hits &+= 1
+                    }
+                }
+                count(hits)
+            },
+            peer: { total in
+                Ed25519.libcryptoOnly.store(true, ordering: .relaxed)
+                count(verifyAll(total))
+                Ed25519.libcryptoOnly.store(false, ordering: .relaxed)
+            },
+            ours: { total in
+                Ed25519.libcryptoOnly.store(false, ordering: .relaxed)
+                count(verifyAll(total))
             })
     }
 }

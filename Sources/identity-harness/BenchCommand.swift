@@ -531,6 +531,7 @@ enum BenchCommand {
                          completionQueue: completionQueue, completionHandler: completed)
                  }),
             assertionPair(operations: n(4_000)),
+            assertionFreshPair(operations: n(4_000)),
             assertionSignPair(operations: n(4_000)),
             assertionCachedPair(operations: n(100_000)),
         ] + protectionPairs(operations: n(20_000))

@@ -64,8 +64,8 @@ public struct PlainIdentityMiddleware: RouterMiddleware {
 }
 
 /// The second baseline of the load test: what a service that checks signed identities by hand writes. The
-/// token in `x-identity-assertion` has its Ed25519 signature checked (one bare libcrypto verification with the
-/// gateway's public key) and its `sub` read with `JSONSerialization`; then the rest of the chain runs under that
+/// token in `x-identity-assertion` has its Ed25519 signature checked (one bare verification with the gateway's
+/// public key: libsodium on Linux) and its `sub` read with `JSONSerialization`; then the rest of the chain runs under that
 /// account, as in ``PlainIdentityMiddleware``. **No** algorithm, key ID, expiry, audience, issuer or replay
 /// check, and no admission: compared with ``IdentityMiddleware`` it shows what the middleware costs beyond the
 /// signature check that any signed identity needs. Never expose it.
