@@ -59,9 +59,18 @@ public struct AssertionVerificationKey: Sendable, Hashable {
     public static func == (lhs: Self, rhs: Self) -> Bool { lhs.rawRepresentation == rhs.rawRepresentation }
     public func hash(into hasher: inout Hasher) { hasher.combine(rawRepresentation) }
 
-    /// Whether `signature` is a valid Ed25519 signature of `message` under this key: one call into the crypto
-    /// library, the floor of ``IdentityAssertionVerifier/verify(_:)``. A key the library cannot use (bytes that
-    /// are not a point of the curve) verifies nothing.
+    /// Whether `signature` is a valid Ed25519 signature of `message` under this key, the floor of
+    /// ``IdentityAssertionVerifier/verify(_:)``. A signature of other than 64 bytes verifies nothing.
+    ///
+    /// The strict rule first, in this code and on every platform: the signature is invalid when its `S` (last 32
+    /// bytes, little-endian) is not below the group order L = 2^252 + 27742317777372353535851937790883648493,
+    /// when its `R` (first 32 bytes) or this key is not a canonical encoding (y, the low 255 bits, not below
+    /// p = 2^255 − 19), or when `R` or this key is one of the 8 points of small order, in any encoding. Then one
+    /// call into the crypto library checks RFC 8032's cofactorless equation: libsodium on Linux (libcrypto when
+    /// `sodium_init()` fails), CryptoKit on Apple platforms. Past the rule, libsodium and libcrypto accept exactly
+    /// the same signatures (the differential test checks it); without it they do not: libcrypto accepts, for
+    /// example, `(R = [r]B, S = r)` under the identity key for one message in eight. A key that is not a point of
+    /// the curve verifies nothing.
     /// - Throws: ``AssertionError/cryptoBackendFailure(_:)`` when the platform crypto fails.
     public func isValidSignature(_ signature: [UInt8], of message: [UInt8]) throws(AssertionError) -> Bool {
         do { return try backend.isValidSignature(signature, of: message) } catch { throw AssertionError(error) }

@@ -19,7 +19,10 @@ import IdentityRuntime
 /// 2. Header: `alg` exactly `EdDSA` (never `none`, never an HMAC or RSA algorithm, whatever key it names);
 ///    `kid` names a key of the set; `typ`, if present, is `JWT`; no other member (no `jwk`, `jku`, `x5u`,
 ///    `x5c`, `crit`: a token never chooses its own key).
-/// 3. The Ed25519 signature over `header.claims` verifies under that key.
+/// 3. The Ed25519 signature over `header.claims` verifies under that key (``AssertionVerificationKey/isValidSignature(_:of:)``:
+///    first the strict rule, in this code — `S` below the group order L, `R` and the key canonical (y < p),
+///    neither of small order — then RFC 8032's cofactorless equation, by libsodium on Linux (libcrypto when
+///    `sodium_init()` fails: the same answers) or CryptoKit).
 /// 4. Claims: `iss` is trusted, `aud` (a string or an array) names ``audience``, `exp` has not passed and
 ///    `nbf` / `iat` are not in the future (both within ``clockSkew``), the lifetime `exp - iat` is at most
 ///    ``maximumLifetime``, `sub` is a valid account name, `tid` (when present) a valid tenant, `jti` is present

@@ -14,14 +14,19 @@ import Testing
 ///   (`sodium_init()` failed) computes `pre && libcrypto`, so both backends of our verifier give one answer;
 /// - libsodium and libcrypto agree on every case that passes the pre-check.
 ///
-/// On raw inputs the two libraries do not agree, and that is why the pre-check exists. Found by this test
-/// (seed 0x5EED_ED25_519, 10,000 and 100,000 cases), always libcrypto accepting and libsodium refusing:
+/// On raw inputs the two libraries do not agree, and that is why the pre-check exists. Found by this test,
+/// always libcrypto accepting and libsodium refusing (10,010 cases from the default seed: 788 forgeries under
+/// small-order keys, 689 with a small-order R, 2 all-zero; 100,001 cases from seed 20261124: 7,872, 7,080 and
+/// 23; none of them passes the pre-check):
 /// - small-order public keys: `(R = [r]B, S = r)` under a key of small order verifies with libcrypto for
 ///   every message whose `k = H(R ‖ A ‖ M)` is a multiple of 8 (one in 8 messages; the test searches for
 ///   them): a universal forgery under the identity key, the point of order 2, those of order 4 and 8, their
 ///   "negative zero" encodings and their non-canonical encodings y + p (libcrypto reduces y modulo p);
 /// - small-order `R`: `(R = T, S = k·a)` under a key `A + T'` of mixed order whenever `[−k]T' = T` (and
-///   `R` the identity under a plain key): libcrypto accepts, libsodium refuses any `R` of small order.
+///   `R` the identity under a plain key): libcrypto accepts, libsodium refuses any `R` of small order
+///   (all 8 canonical encodings were accepted by libcrypto);
+/// - all zeros: the key and `R` are the point of order 4 whose y is 0, `S = 0`: libcrypto accepts it for one
+///   message in four.
 /// Both refuse `S ≥ L` (S + L, S + k·2^252), non-canonical `R`, encodings that are not points, and agree on
 /// keys of mixed order (a key plus a point of small order): both verify cofactorless, and accept exactly when
 /// `[k]T = 0`.
