@@ -18,7 +18,7 @@ import Foundation
 /// | 12 | ``invalidAccount(_:)`` | `sub` is not a valid account name |
 /// | 13 | ``lifetimeTooLong(seconds:maximum:)`` | `exp - iat` is longer than the verifier's maximum lifetime |
 /// | 14 | ``invalidTenant(_:)`` | `tid` is not a valid tenant ID or domain (empty, white space around it, control or format characters, too long) |
-/// | 15 | ``invalidKey(_:)`` | a signing or verification key that is not 32 bytes |
+/// | 15 | ``invalidKey(_:)`` | a signing or verification key that is not 32 bytes; a verification key that is not a canonical point encoding or is of small order |
 /// | 16 | ``cryptoBackendFailure(_:)`` | the platform crypto (libcrypto, CryptoKit) failed for a reason unrelated to the input |
 /// | 17 | ``unsignable(_:)`` | the signer cannot write the assertion (a time that 64-bit whole seconds cannot hold) |
 /// | 18 | ``invalidKeySet(_:)`` | a JWKS document refused as a whole, with the ``AssertionKeySet/Refusal`` |

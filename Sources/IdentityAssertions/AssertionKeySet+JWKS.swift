@@ -1,3 +1,5 @@
+import IdentityCrypto
+
 /// JWKS (RFC 7517 §5) both ways, for Ed25519 keys only (RFC 8037: `"kty": "OKP"`, `"crv": "Ed25519"`).
 ///
 /// Published (``jwks``): every key as `{"alg":"EdDSA","crv":"Ed25519","kid":…,"kty":"OKP","use":"sig","x":…}`,
@@ -14,8 +16,10 @@
 ///   than `OKP`; `crv` other than `Ed25519`; `alg`, when present, other than `EdDSA`; `use`, when present, other
 ///   than `sig`; `key_ops`, when present, other than `["verify"]`; a certificate or a reference to one (`x5u`,
 ///   `x5c`, `x5t`, `x5t#S256`: which key would be meant when they disagree with `x`?); no `kid`, an empty one or
-///   one longer than 256 bytes; `x` missing, not canonical base64url without padding, or not 32 bytes; a member
-///   of the wrong JSON type (`null` included);
+///   one longer than 256 bytes; `x` missing, not canonical base64url without padding, not 32 bytes, not a
+///   canonical point encoding (y ≥ 2^255 − 19) or one of the 8 points of small order (keys under which no
+///   signature verifies: see ``AssertionVerificationKey/isValidSignature(_:of:)``); a member of the wrong JSON
+///   type (`null` included);
 /// - the set: two keys whose `kid`s are equal, byte for byte or as Swift strings (canonically equivalent).
 ///
 /// Members of the document and of a key that RFC 7517 lets a reader ignore are checked for syntax, then
@@ -59,7 +63,8 @@ extension AssertionKeySet {
         case invalidKeyID(key: Int, String)
         /// Two keys with the same `kid` (byte for byte, or canonically equivalent).
         case duplicateKeyID(String)
-        /// `x` is missing, not canonical base64url without padding, or not 32 bytes.
+        /// `x` is missing, not canonical base64url without padding, not 32 bytes, not a canonical point encoding
+        /// (y ≥ 2^255 − 19), or one of the 8 points of small order.
         case invalidPublicKey(key: Int, String)
         /// A member of the wrong JSON type (`null` included).
         case malformedKey(key: Int, String)
@@ -172,9 +177,11 @@ extension AssertionKeySet {
             guard let raw = Base64URL.decode(Array(encoded.utf8)[...]) else {
                 throw .invalidPublicKey(key: index, "is not canonical base64url without padding")
             }
+            guard raw.count == Ed25519.keyLength else { throw .invalidPublicKey(key: index, "is \(raw.count) bytes, not 32") }
+            if let defect = Ed25519.publicKeyDefect(raw) { throw .invalidPublicKey(key: index, defect.description) }
             let key: AssertionVerificationKey
             do { key = try AssertionVerificationKey(rawRepresentation: raw) } catch {
-                throw .invalidPublicKey(key: index, "is \(raw.count) bytes, not 32")
+                throw .invalidPublicKey(key: index, "\(error)")
             }
             // Equal Swift strings are byte-identical or canonically equivalent: either way, ambiguous.
             guard seen.insert(id).inserted else { throw .duplicateKeyID(id) }

@@ -48,10 +48,16 @@ public struct AssertionVerificationKey: Sendable, Hashable {
     /// The 32-byte public key.
     public var rawRepresentation: [UInt8] { backend.rawRepresentation }
 
-    /// - Throws: ``AssertionError/invalidKey(_:)`` for a length other than 32 bytes.
+    /// - Throws: ``AssertionError/invalidKey(_:)`` for a length other than 32 bytes, a non-canonical encoding
+    ///   (y not below 2^255 − 19) or one of the 8 points of small order: keys under which the strict rule of
+    ///   ``isValidSignature(_:of:)`` would refuse every signature (and under which a verifier without that rule
+    ///   would accept forgeries).
     public init(rawRepresentation: [UInt8]) throws(AssertionError) {
         guard rawRepresentation.count == Ed25519.keyLength else {
             throw .invalidKey("an Ed25519 public key is 32 bytes, not \(rawRepresentation.count)")
+        }
+        if let defect = Ed25519.publicKeyDefect(rawRepresentation) {
+            throw .invalidKey("the Ed25519 public key \(defect)")
         }
         backend = Ed25519.PublicKey(rawRepresentation: rawRepresentation)
     }
@@ -69,8 +75,8 @@ public struct AssertionVerificationKey: Sendable, Hashable {
     /// call into the crypto library checks RFC 8032's cofactorless equation: libsodium on Linux (libcrypto when
     /// `sodium_init()` fails), CryptoKit on Apple platforms. Past the rule, libsodium and libcrypto accept exactly
     /// the same signatures (the differential test checks it); without it they do not: libcrypto accepts, for
-    /// example, `(R = [r]B, S = r)` under the identity key for one message in eight. A key that is not a point of
-    /// the curve verifies nothing.
+    /// example, `(R = [r]B, S = r)` under the identity key for one message in eight (``init(rawRepresentation:)``
+    /// refuses such keys). A key that is not a point of the curve verifies nothing.
     /// - Throws: ``AssertionError/cryptoBackendFailure(_:)`` when the platform crypto fails.
     public func isValidSignature(_ signature: [UInt8], of message: [UInt8]) throws(AssertionError) -> Bool {
         do { return try backend.isValidSignature(signature, of: message) } catch { throw AssertionError(error) }

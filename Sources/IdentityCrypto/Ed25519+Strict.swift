@@ -26,6 +26,31 @@ extension Ed25519 {
         return s.isBelowGroupOrder && r.isCanonicalPoint && a.isCanonicalPoint && !r.isSmallOrderPoint && !a.isSmallOrderPoint
     }
 
+    /// Why a public key can never pass ``isStrictlyEncoded(signature:publicKey:)``.
+    package enum PublicKeyDefect: Sendable, Equatable, CustomStringConvertible {
+        /// Its y (the low 255 bits) is not below p = 2^255 − 19.
+        case nonCanonical
+        /// It is one of the 8 points of small order.
+        case smallOrder
+
+        package var description: String {
+            switch self {
+            case .nonCanonical: "is not a canonical point encoding (its y is not below 2^255 - 19)"
+            case .smallOrder: "is a point of small order"
+            }
+        }
+    }
+
+    /// The reason the 32-byte `publicKey` fails the strict rule whatever the signature, or `nil`: key sets
+    /// refuse such keys when they are made.
+    package static func publicKeyDefect(_ publicKey: [UInt8]) -> PublicKeyDefect? {
+        precondition(publicKey.count == keyLength)
+        let a = publicKey.withUnsafeBytes { Words($0, at: 0) }
+        if !a.isCanonicalPoint { return .nonCanonical }
+        if a.isSmallOrderPoint { return .smallOrder }
+        return nil
+    }
+
     /// ``isStrictlyEncoded(signature:publicKey:)`` over arrays.
     package static func isStrictlyEncoded(signature: [UInt8], publicKey: [UInt8]) -> Bool {
         signature.withUnsafeBytes { signature in

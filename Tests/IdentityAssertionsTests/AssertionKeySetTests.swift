@@ -128,6 +128,13 @@ struct AssertionKeySetTests {
             ("x of 31 bytes", document(jwk(x: "\"\(Base64URL.encode([UInt8](repeating: 7, count: 31)))\"")), .invalidPublicKey(key: 0, "is 31 bytes, not 32")),
             ("x of 33 bytes", document(jwk(x: "\"\(Base64URL.encode([UInt8](repeating: 7, count: 33)))\"")), .invalidPublicKey(key: 0, "is 33 bytes, not 32")),
             ("x empty", document(jwk(x: #""""#)), .invalidPublicKey(key: 0, "is 0 bytes, not 32")),
+            // Keys under which no signature verifies (and a verifier without the strict rule accepts forgeries).
+            ("x the identity point", document(jwk(x: "\"\(Base64URL.encode([1] + [UInt8](repeating: 0, count: 31)))\"")),
+             .invalidPublicKey(key: 0, "is a point of small order")),
+            ("x all zeros (order 4)", document(jwk(x: "\"\(Base64URL.encode([UInt8](repeating: 0, count: 32)))\"")),
+             .invalidPublicKey(key: 0, "is a point of small order")),
+            ("x all ones (y not below p)", document(jwk(x: "\"\(Base64URL.encode([UInt8](repeating: 0xFF, count: 32)))\"")),
+             .invalidPublicKey(key: 0, "is not a canonical point encoding (its y is not below 2^255 - 19)")),
         ]
         // Stray bits in the last character: another spelling of the same key.
         var stray = Array(x.utf8)

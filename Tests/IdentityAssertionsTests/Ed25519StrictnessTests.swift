@@ -5,7 +5,8 @@ import Testing
 /// The strict Ed25519 rule of every verification (`Ed25519.isStrictlyEncoded`, before any crypto library):
 /// forgeries that a cofactorless verifier without small-order checks accepts (libcrypto, OpenSSL 3.0, accepts
 /// all three vectors below: Ed25519DifferentialTests checks it) are refused on every backend, through the
-/// public API. Compiled on every platform, and by Checks/SwiftCrypto on swift-crypto.
+/// public API: small-order and non-canonical keys when the key is made, the rest at verification. Compiled on
+/// every platform, and by Checks/SwiftCrypto on swift-crypto.
 @Suite("Ed25519: the strict encoding rule, on every backend")
 struct Ed25519StrictnessTests {
     /// A universal forgery under the identity key: `(R = B, S = 1)` verifies cofactorlessly whenever
@@ -47,8 +48,16 @@ struct Ed25519StrictnessTests {
         }
     }
 
-    @Test("small-order keys and R are refused", arguments: [identityKeyForgery, smallOrderR, allZeros])
-    func smallOrder(_ vector: Vector) throws {
+    @Test("small-order keys are refused when the key is made", arguments: [identityKeyForgery, allZeros])
+    func smallOrderKey(_ vector: Vector) throws {
+        #expect(throws: AssertionError.invalidKey("the Ed25519 public key is a point of small order")) {
+            try AssertionVerificationKey(rawRepresentation: vector.publicKey)
+        }
+    }
+
+    @Test("a small-order R is refused")
+    func smallOrderR() throws {
+        let vector = Self.smallOrderR
         let key = try AssertionVerificationKey(rawRepresentation: vector.publicKey)
         #expect(try key.isValidSignature(vector.signature, of: vector.message) == false)
     }
@@ -74,14 +83,16 @@ struct Ed25519StrictnessTests {
         #expect(try key.publicKey.isValidSignature(shifted, of: message) == false)
     }
 
-    @Test("a non-canonical encoding of a key (y + p) is refused")
+    @Test("a non-canonical encoding of a key (y + p) is refused when the key is made")
     func nonCanonicalKey() throws {
-        // y = p + 1: the identity, non-canonically (libcrypto reduces it modulo p).
-        var bytes = [UInt8](repeating: 0xFF, count: 32)
-        bytes[0] = 0xEE
-        bytes[31] = 0x7F
-        let key = try AssertionVerificationKey(rawRepresentation: bytes)
-        let vector = Self.identityKeyForgery
-        #expect(try key.isValidSignature(vector.signature, of: vector.message) == false)
+        // y = p + 1: the identity, non-canonically (libcrypto reduces it modulo p); y = p + 3, a point of mixed order.
+        for low: UInt8 in [0xEE, 0xF0] {
+            var bytes = [UInt8](repeating: 0xFF, count: 32)
+            bytes[0] = low
+            bytes[31] = 0x7F
+            #expect(throws: AssertionError.invalidKey("the Ed25519 public key is not a canonical point encoding (its y is not below 2^255 - 19)")) {
+                try AssertionVerificationKey(rawRepresentation: bytes)
+            }
+        }
     }
 }

@@ -137,13 +137,17 @@ struct IdentityAssertionTests {
         let signature = try #require(Base64URL.decode(parts[2]))
         let input = Array((parts[0] + "." + parts[1]).utf8)
         #expect(try f.key.publicKey.isValidSignature(signature, of: input))
-        // All ones is not the encoding of a curve point (its y is not below p).
-        let junk = try AssertionVerificationKey(rawRepresentation: [UInt8](repeating: 0xFF, count: 32))
+        // y = 2 is not the y of a curve point (a canonical encoding, not of small order: the key is made).
+        let junk = try AssertionVerificationKey(rawRepresentation: [2] + [UInt8](repeating: 0, count: 31))
         #expect(try junk.isValidSignature(signature, of: input) == false)
         #expect(try f.key.publicKey.isValidSignature(Array(signature.dropLast()), of: input) == false)
         let same = try AssertionVerificationKey(rawRepresentation: f.key.publicKey.rawRepresentation)
         #expect(same == f.key.publicKey && Set([same, f.key.publicKey]).count == 1)
         #expect(junk != f.key.publicKey)
+        // All ones is not a canonical encoding (its y is not below p): refused when the key is made.
+        #expect(throws: AssertionError.invalidKey("the Ed25519 public key is not a canonical point encoding (its y is not below 2^255 - 19)")) {
+            try AssertionVerificationKey(rawRepresentation: [UInt8](repeating: 0xFF, count: 32))
+        }
     }
 
     @Test("every refusal has its typed error")
