@@ -17,8 +17,8 @@ import IdentityRuntime
 /// ```
 ///
 /// ``type`` is ``typeBase`` followed by ``code``; ``code`` is stable and meant for programs; ``detail`` is for
-/// people and may change. Extension members: ``assertionError`` (the ``AssertionError/code``) for token
-/// refusals; ``admissionResult`` (the ``SwitchIdentityResult`` raw value) and ``account`` for admission
+/// people and may change. Extension members: ``assertionError`` (the `AssertionError.code`) for token
+/// refusals; ``admissionResult`` (the `SwitchIdentityResult` raw value) and ``account`` for admission
 /// refusals; ``account`` for `policy-unavailable`. Members that do not apply are left out of the document.
 ///
 /// ## The vocabulary
@@ -26,29 +26,29 @@ import IdentityRuntime
 /// | status | code | title | when | made by |
 /// |---|---|---|---|---|
 /// | 401 | `missing-token` | Identity token required | no assertion header and no `Authorization: Bearer` | ``missingToken(typeBase:)`` |
-/// | 401 | `malformed-token` | Invalid identity token | ``AssertionError/malformed(_:)``, or the assertion header was sent more than once | ``token(_:typeBase:)`` |
-/// | 401 | `unsupported-algorithm` | Invalid identity token | ``AssertionError/unsupportedAlgorithm(_:)`` | ``token(_:typeBase:)`` |
-/// | 401 | `unsupported-header` | Invalid identity token | ``AssertionError/unsupportedHeader(_:)`` | ``token(_:typeBase:)`` |
-/// | 401 | `unknown-key` | Invalid identity token | ``AssertionError/unknownKey(_:)`` | ``token(_:typeBase:)`` |
-/// | 401 | `bad-signature` | Invalid identity token | ``AssertionError/badSignature``: forged or tampered | ``token(_:typeBase:)`` |
-/// | 401 | `expired-token` | Invalid identity token | ``AssertionError/expired(at:)`` | ``token(_:typeBase:)`` |
-/// | 401 | `token-not-yet-valid` | Invalid identity token | ``AssertionError/notYetValid(until:)`` | ``token(_:typeBase:)`` |
-/// | 401 | `wrong-audience` | Invalid identity token | ``AssertionError/wrongAudience(_:)`` | ``token(_:typeBase:)`` |
-/// | 401 | `wrong-issuer` | Invalid identity token | ``AssertionError/wrongIssuer(_:)`` | ``token(_:typeBase:)`` |
-/// | 401 | `replayed-token` | Invalid identity token | ``AssertionError/replayed(tokenID:)`` | ``token(_:typeBase:)`` |
-/// | 401 | `invalid-account` | Invalid identity token | ``AssertionError/invalidAccount(_:)`` | ``token(_:typeBase:)`` |
-/// | 401 | `token-lifetime-too-long` | Invalid identity token | ``AssertionError/lifetimeTooLong(seconds:maximum:)`` | ``token(_:typeBase:)`` |
-/// | 401 | `invalid-tenant` | Invalid identity token | ``AssertionError/invalidTenant(_:)`` | ``token(_:typeBase:)`` |
+/// | 401 | `malformed-token` | Invalid identity token | `AssertionError.malformed(_:)`, or the assertion header was sent more than once | ``token(_:typeBase:)`` |
+/// | 401 | `unsupported-algorithm` | Invalid identity token | `AssertionError.unsupportedAlgorithm(_:)` | ``token(_:typeBase:)`` |
+/// | 401 | `unsupported-header` | Invalid identity token | `AssertionError.unsupportedHeader(_:)` | ``token(_:typeBase:)`` |
+/// | 401 | `unknown-key` | Invalid identity token | `AssertionError.unknownKey(_:)` | ``token(_:typeBase:)`` |
+/// | 401 | `bad-signature` | Invalid identity token | `AssertionError.badSignature`: forged or tampered | ``token(_:typeBase:)`` |
+/// | 401 | `expired-token` | Invalid identity token | `AssertionError.expired(at:)` | ``token(_:typeBase:)`` |
+/// | 401 | `token-not-yet-valid` | Invalid identity token | `AssertionError.notYetValid(until:)` | ``token(_:typeBase:)`` |
+/// | 401 | `wrong-audience` | Invalid identity token | `AssertionError.wrongAudience(_:)` | ``token(_:typeBase:)`` |
+/// | 401 | `wrong-issuer` | Invalid identity token | `AssertionError.wrongIssuer(_:)` | ``token(_:typeBase:)`` |
+/// | 401 | `replayed-token` | Invalid identity token | `AssertionError.replayed(tokenID:)` | ``token(_:typeBase:)`` |
+/// | 401 | `invalid-account` | Invalid identity token | `AssertionError.invalidAccount(_:)` | ``token(_:typeBase:)`` |
+/// | 401 | `token-lifetime-too-long` | Invalid identity token | `AssertionError.lifetimeTooLong(seconds:maximum:)` | ``token(_:typeBase:)`` |
+/// | 401 | `invalid-tenant` | Invalid identity token | `AssertionError.invalidTenant(_:)` | ``token(_:typeBase:)`` |
 /// | 401 | `tenant-mismatch` | Invalid identity token | the token's `tid` is not the tenant the runtime knows for the account | ``tenantMismatch(claimed:known:typeBase:)`` |
-/// | 503 | `replay-cache-full` | Identity service over capacity | ``AssertionError/replayCacheFull``: the service is over capacity, not the caller wrong | ``token(_:typeBase:)`` |
-/// | 500 | `verification-failed` | Identity verification failed | ``AssertionError/cryptoBackendFailure(_:)``: the platform crypto failed | ``token(_:typeBase:)`` |
-/// | 401 | `verification-failed` | Invalid identity token | the other errors that are no answer about a token (``AssertionError/invalidKey(_:)``, ``AssertionError/unsignable(_:)``, ``AssertionError/invalidKeySet(_:)``) | ``token(_:typeBase:)`` |
-/// | 503 | `policy-unavailable` | Policy unavailable | the `PolicyManager`'s policy source has not loaded yet (``ProtectionError/policyUnavailable(reason:)``, 115) | ``policyUnavailable(_:account:typeBase:)`` |
-/// | 403 | `account-blocked` | Account not admitted | admission refused: ``AdmissionError/Cause/blocked(_:)`` | ``admission(_:typeBase:)`` |
-/// | 403 | `account-not-allowed` | Account not admitted | admission refused: ``AdmissionError/Cause/notInAllowedAccounts`` | ``admission(_:typeBase:)`` |
-/// | 403 | `account-claimed` | Account not admitted | admission refused: ``AdmissionError/Cause/claimed`` | ``admission(_:typeBase:)`` |
-/// | 403 | `admission-denied` | Account not admitted | an ``AdmissionCheck`` denied the account (it is now blocked) | ``admission(_:typeBase:)`` |
-/// | 503 | `admission-unavailable` | Admission undecided | no ``AdmissionCheck`` could decide now; retry later | ``admission(_:typeBase:)`` |
+/// | 503 | `replay-cache-full` | Identity service over capacity | `AssertionError.replayCacheFull`: the service is over capacity, not the caller wrong | ``token(_:typeBase:)`` |
+/// | 500 | `verification-failed` | Identity verification failed | `AssertionError.cryptoBackendFailure(_:)`: the platform crypto failed | ``token(_:typeBase:)`` |
+/// | 401 | `verification-failed` | Invalid identity token | the other errors that are no answer about a token (`AssertionError.invalidKey(_:)`, `AssertionError.unsignable(_:)`, `AssertionError.invalidKeySet(_:)`) | ``token(_:typeBase:)`` |
+/// | 503 | `policy-unavailable` | Policy unavailable | the `PolicyManager`'s policy source has not loaded yet (`ProtectionError.policyUnavailable(reason:)`, 115) | ``policyUnavailable(_:account:typeBase:)`` |
+/// | 403 | `account-blocked` | Account not admitted | admission refused: `AdmissionError.Cause.blocked(_:)` | ``admission(_:typeBase:)`` |
+/// | 403 | `account-not-allowed` | Account not admitted | admission refused: `AdmissionError.Cause.notInAllowedAccounts` | ``admission(_:typeBase:)`` |
+/// | 403 | `account-claimed` | Account not admitted | admission refused: `AdmissionError.Cause.claimed` | ``admission(_:typeBase:)`` |
+/// | 403 | `admission-denied` | Account not admitted | an `AdmissionCheck` denied the account (it is now blocked) | ``admission(_:typeBase:)`` |
+/// | 503 | `admission-unavailable` | Admission undecided | no `AdmissionCheck` could decide now; retry later | ``admission(_:typeBase:)`` |
 ///
 /// Headers (``headers``): every 401 carries `WWW-Authenticate: Bearer` (RFC 6750), `Bearer error="invalid_token"`
 /// when a token was sent (all 401s but `missing-token`); every 503 carries `Retry-After: 1`. The content type,
@@ -109,9 +109,9 @@ public struct IdentityHTTPProblem: Error, Sendable, Hashable, CustomStringConver
     public let title: String
     /// What happened, for people.
     public let detail: String
-    /// ``AssertionError/code`` for a refused token.
+    /// `AssertionError.code` for a refused token.
     public let assertionError: Int?
-    /// ``AdmissionError/code`` (the ``SwitchIdentityResult`` raw value) for a refused admission.
+    /// `AdmissionError.code` (the `SwitchIdentityResult` raw value) for a refused admission.
     public let admissionResult: Int?
     /// The account refused at admission, or whose policy could not be decided.
     public let account: String?
@@ -220,7 +220,7 @@ extension IdentityHTTPProblem {
 
     /// 503 `policy-unavailable`: the policy source has not loaded, so whether `account` is managed, and its
     /// policy, are unknown. `error` is the refusal the `PolicyManager` answered
-    /// (``ProtectionError/policyUnavailable(reason:)``); its description is the ``detail``.
+    /// (`ProtectionError.policyUnavailable(reason:)`); its description is the ``detail``.
     public static func policyUnavailable(
         _ error: ProtectionError, account: Identity, typeBase: String = defaultTypeBase
     ) -> IdentityHTTPProblem {
@@ -229,7 +229,7 @@ extension IdentityHTTPProblem {
             account: account.name, tokenWasSent: true, typeBase: typeBase)
     }
 
-    /// A refused admission: 403 for a blocked, disallowed or claimed account and for one an ``AdmissionCheck``
+    /// A refused admission: 403 for a blocked, disallowed or claimed account and for one an `AdmissionCheck`
     /// denied; 503 `admission-unavailable` when no check could decide.
     public static func admission(_ error: AdmissionError, typeBase: String = defaultTypeBase) -> IdentityHTTPProblem {
         let code = switch error.cause {

@@ -4,7 +4,7 @@ import IdentityAssertions
 /// IdentityVapor) follow, independent of any web framework:
 ///
 /// 1. The dedicated assertion header (`x-identity-assertion` unless configured otherwise) if present. Sent more
-///    than once: 401 `malformed-token` (``AssertionError/malformed(_:)`` naming the count and the header), never
+///    than once: 401 `malformed-token` (`AssertionError.malformed(_:)` naming the count and the header), never
 ///    resolved by picking one.
 /// 2. Else, when bearer tokens are accepted, `Authorization: Bearer <token>` (RFC 6750 §2.1: the scheme
 ///    case-insensitive, one space, then the token). Several `Authorization` lines are read as one, joined with

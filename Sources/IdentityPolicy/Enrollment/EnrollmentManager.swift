@@ -107,6 +107,7 @@ public final class EnrollmentManager: Sendable {
     /// Registers `account` and enrolls it. See the transition table.
     ///
     /// - Parameters:
+    ///   - account: the account to register and enroll.
     ///   - tenantID: the account's tenant, when known (recorded with ``PolicyManager/registerAccount(_:tenantID:objectID:)``;
     ///     otherwise its tenant is the domain of its name).
     ///   - objectID: the account's directory object ID, when known.

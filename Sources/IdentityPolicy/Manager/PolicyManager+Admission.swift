@@ -63,7 +63,7 @@ extension PolicyManager {
     ///
     /// 0. Refused at once while the ``policySource`` has not loaded its policies (``PolicySource/hasLoaded``):
     ///    ``SwitchIdentityResult/failed`` with ``AdmissionError/Cause/unavailable(_:)``, for every account but
-    ///    ``Identity/unmanaged``; the same call succeeds once the policies are in.
+    ///    `Identity.unmanaged`; the same call succeeds once the policies are in.
     /// 1. Refused at once, with an ``AdmissionError`` whose ``AdmissionError/result`` is
     ///    ``SwitchIdentityResult/notAllowed``: a blocked account (``blockReason(for:)``), an account outside
     ///    ``allowedAccounts``, an account managed elsewhere (claimed).
@@ -73,7 +73,7 @@ extension PolicyManager {
     ///    admission (``SwitchIdentityResult/failed``) and blocks the account
     ///    (``BlockAccountReason/admissionCheckFailed``); after ``RuntimeSettings/admissionRetryInterval`` the
     ///    next admission runs the checks again, and a pass unblocks it. A check that cannot decide fails this
-    ///    admission only. Unmanaged accounts and ``Identity/unmanaged`` run no checks.
+    ///    admission only. Unmanaged accounts and `Identity.unmanaged` run no checks.
     /// 3. `operation` runs under `account` as its thread identity (a `withThreadIdentity` scope: tasks it
     ///    creates inherit it; wrapped queues capture it), on the caller's actor.
     ///

@@ -38,11 +38,11 @@ extension PolicyManager {
     ///
     /// While blocked: the account is in ``blockedAccounts``; a switch to it is
     /// ``SwitchIdentityResult/notAllowed``; its data and files are refused with
-    /// ``IdentityProtection/ProtectionError/accountBlocked(identity:reason:)``. When the account was not
+    /// `ProtectionError.accountBlocked(identity:reason:)`. When the account was not
     /// blocked before, the ``delegate``'s ``PolicyDelegate/blockAccount(_:reason:window:completionHandler:)``
     /// is called once, and `.blockedAccountsDidChange` and ``PolicyEvent/accountBlocked(_:reason:)`` are
     /// posted. ``BlockAccountReason/notBlocked``, ``BlockAccountReason/blockedByPolicy`` (which comes from the
-    /// policy) and ``Identity/unmanaged`` are ignored.
+    /// policy) and `Identity.unmanaged` are ignored.
     public func blockAccount(_ account: Identity, reason: BlockAccountReason) {
         block(account, reason: reason, window: nil)
     }

@@ -8,7 +8,7 @@ extension PolicyManager {
     /// False before the policy source has loaded (``PolicySource/hasLoaded``), unless neither side names an
     /// account. False whenever `source` or `target` is a blocked account, managed or not (``blockedAccounts``): nothing
     /// goes to or comes from a blocked account, not even unmanaged data. Otherwise true when:
-    /// - the data is unmanaged: `source` is `nil`, ``Identity/unmanaged`` or an account not managed here;
+    /// - the data is unmanaged: `source` is `nil`, `Identity.unmanaged` or an account not managed here;
     /// - `target` is `source`;
     /// - `source`'s policy lets it go there (``Policy/dataTransfer``): ``DataTransferLevel/sameTenant`` (the
     ///   default) to managed accounts of the same tenant (``tenant(of:)``), ``DataTransferLevel/managedAccounts``
@@ -43,12 +43,12 @@ extension PolicyManager {
 
     /// `IdentityProtection`'s access check, the one rule behind every protected read and write:
     /// - before the policy source has loaded (``PolicySource/hasLoaded``), every access to owned data:
-    ///   ``IdentityProtection/ProtectionError/policyUnavailable(reason:)`` (115), since any account may be managed;
-    /// - a blocked owner (or recipient): ``IdentityProtection/ProtectionError/accountBlocked(identity:reason:)``
+    ///   `ProtectionError.policyUnavailable(reason:)` (115), since any account may be managed;
+    /// - a blocked owner (or recipient): `ProtectionError.accountBlocked(identity:reason:)`
     ///   (109), for creating, reading and transferring alike;
     /// - a read by an effective file identity that may not see the owner's data
     ///   (``isDataTransferAllowed(from:to:)``), while ``RuntimeSettings/dataIsolation`` is on:
-    ///   ``IdentityProtection/ProtectionError/accessDenied(identity:reader:)`` (108);
+    ///   `ProtectionError.accessDenied(identity:reader:)` (108);
     /// - a transfer (re-owning) that ``isDataTransferAllowed(from:to:)`` does not allow: 108.
     public func refusal(of access: ProtectedDataAccess, to owner: Identity) -> ProtectionError? {
         state.withLock { state -> ProtectionError? in

@@ -8,7 +8,7 @@ extension PolicyManager {
     /// 1. `.notAllowed`, at once and without touching anything: `identity` is blocked (``blockReason(for:)``),
     ///    outside ``allowedAccounts``, or claimed (see ``RuntimeSettings/maxManagedAccounts``); or the caller
     ///    is on the main thread with a thread identity that differs from `identity`.
-    /// 2. `nil` clears the window's UI identity; ``Identity/unmanaged`` and unmanaged accounts switch at once.
+    /// 2. `nil` clears the window's UI identity; `Identity.unmanaged` and unmanaged accounts switch at once.
     ///    Both complete `.success`.
     /// 3. A managed account runs the ``conditionalLaunchChecks`` in order, in a task whose thread identity is
     ///    `identity`. All pass: the UI identity is set, `.success`. The first that cancels: `.canceled`; fails:
@@ -78,7 +78,7 @@ extension PolicyManager {
     /// - An empty list clears the window. Duplicates are dropped.
     ///
     /// While the window shows several accounts, ``policy(forWindow:)`` on the main thread is their combined
-    /// policy (``policy(for:)-(Collection)``) and ``uiPolicyIdentity(for:)`` is the first of them.
+    /// policy (``policy(for:)-(Collection<Identity>)``) and ``uiPolicyIdentity(for:)`` is the first of them.
     public func setUIPolicyIdentities(
         _ identities: [Identity], for window: WindowID? = nil,
         completionQueue: DispatchQueue = .global(),

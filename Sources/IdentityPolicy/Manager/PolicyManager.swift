@@ -139,7 +139,7 @@ public final class PolicyManager: Sendable {
     }
 
     /// The only accounts that may be used (`nil`: any): ``RuntimeSettings/allowedAccounts``. A switch to, or
-    /// an enrollment of, another account is refused; ``Identity/unmanaged`` is always allowed. A change posts
+    /// an enrollment of, another account is refused; `Identity.unmanaged` is always allowed. A change posts
     /// `.allowedAccountsDidChange`.
     public var allowedAccounts: [Identity]? {
         get { state.withLock { $0.settings.allowedAccounts } }
@@ -220,7 +220,7 @@ public final class PolicyManager: Sendable {
     /// Makes `identity` the primary user: it is enrolled (managed) if it was not, and moved first. `nil` removes
     /// the primary user (the next enrolled account, if any, takes its place). With
     /// ``RuntimeSettings/maxManagedAccounts``, accounts enrolled beyond the limit are dropped, so that with a
-    /// limit of 1 the new primary user replaces the old one. ``Identity/unmanaged`` is treated as `nil`.
+    /// limit of 1 the new primary user replaces the old one. `Identity.unmanaged` is treated as `nil`.
     ///
     /// The ``EnrollmentManager`` enrolls accounts itself; apps that enroll accounts on their own call this.
     public func setPrimaryUser(_ identity: Identity?) {
@@ -282,7 +282,7 @@ public final class PolicyManager: Sendable {
 
     /// Whether `identity` is managed: enrolled, or with a policy of its own or of its tenant (with
     /// ``RuntimeSettings/maxManagedAccounts``: one of the first enrolled accounts). `nil` and
-    /// ``Identity/unmanaged`` are not. O(1): a hash lookup in the manager's index.
+    /// `Identity.unmanaged` are not. O(1): a hash lookup in the manager's index.
     public func isIdentityManaged(_ identity: Identity?) -> Bool {
         guard let identity, !identity.isUnmanaged else { return false }
         return state.withLock { $0.accounts.isManaged(identity) }
@@ -433,7 +433,7 @@ public final class PolicyManager: Sendable {
         return policy(for: effectiveUIIdentity(for: window))
     }
 
-    /// The policy of `identity` (docs/policy.md): ``Policy/unrestricted`` for `nil`, ``Identity/unmanaged`` and
+    /// The policy of `identity` (docs/policy.md): ``Policy/unrestricted`` for `nil`, `Identity.unmanaged` and
     /// every account that is not managed; for a managed account, its own policy document, else its tenant's,
     /// else ``Policy/unrestricted`` (``Policy/locked(for:)`` if ``RuntimeSettings/policyRequired``).
     ///

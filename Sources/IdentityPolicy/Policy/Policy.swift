@@ -39,7 +39,7 @@ public struct Policy: Sendable, Hashable {
     public var isAccountBlocked: Bool
     /// Which other accounts may receive or read the account's data (``PolicyManager/isDataTransferAllowed(from:to:)``).
     public var dataTransfer: DataTransferLevel
-    /// For a policy combining several managed accounts (``PolicyManager/policy(for:)-(Collection)``): those
+    /// For a policy combining several managed accounts (``PolicyManager/policy(for:)-(Collection<Identity>)``): those
     /// accounts, sorted. Empty for one account's own policy.
     public var combinedAccounts: [Identity]
     /// For a combined policy: the app-configuration keys the accounts set to different values, sorted by key.

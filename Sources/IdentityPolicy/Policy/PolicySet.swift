@@ -46,7 +46,7 @@ public struct PolicySet: Sendable, Hashable {
     }
 
     /// The policy of `identity`: its own; else its tenant's, by `tenant` (its registered tenant ID) first and
-    /// then by the domain of its name; else `nil`. ``Identity/unmanaged`` has none.
+    /// then by the domain of its name; else `nil`. `Identity.unmanaged` has none.
     public func policy(for identity: Identity, tenant: TenantID? = nil) -> Policy? {
         guard !identity.isUnmanaged else { return nil }
         var found = accounts[identity]

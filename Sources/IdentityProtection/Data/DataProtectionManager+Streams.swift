@@ -14,8 +14,9 @@ extension DataProtectionManager {
     /// `chunkSize` bytes; otherwise the body follows the header in the clear.
     ///
     /// - Parameters:
+    ///   - source: the plaintext, in pieces of any size.
     ///   - identity: the owner; `nil` means the caller's `IdentityContext.effectiveFileIdentity` at this call,
-    ///     and if that is `nil` too, ``Identity/unmanaged``.
+    ///     and if that is `nil` too, `Identity.unmanaged`.
     ///   - chunkSize: plaintext bytes per record, 1 byte ... 16 MiB.
     /// - Throws: at the call, the policy's refusal to create data for the owner, 104 an owner too long, 100 a
     ///   chunk size out of range, 103/107 key or crypto failures. While iterating: what `source` throws, 107.

@@ -24,7 +24,7 @@ import IdentityRuntime
 ///
 /// - The unmanaged identity (`""`), an identity the policy does not manage, and no identity at all get a
 ///   header only: the body stays in the clear, unauthenticated.
-/// - ``unprotect(_:)`` returns data that is not an envelope unchanged; ``protectionInfo(_:)`` is `nil` for it.
+/// - ``unprotect(_:)->Data`` returns data that is not an envelope unchanged; ``protectionInfo(_:)-(Data)`` is `nil` for it.
 /// - Truncated, tampered or unreadable envelopes are a ``ProtectionError``: never a crash, never plaintext
 ///   that did not authenticate.
 ///
@@ -49,8 +49,10 @@ public final class DataProtectionManager: Sendable {
 
     /// Wraps `data` in an envelope owned by `identity`.
     ///
-    /// - Parameter identity: the owner; `nil` means the calling thread's or task's
-    ///   `IdentityContext.effectiveFileIdentity`, and if that is `nil` too, ``Identity/unmanaged``.
+    /// - Parameters:
+    ///   - data: the plaintext.
+    ///   - identity: the owner; `nil` means the calling thread's or task's
+    ///     `IdentityContext.effectiveFileIdentity`, and if that is `nil` too, `Identity.unmanaged`.
     /// - Returns: an envelope with the body encrypted when the owner is managed, in the clear otherwise.
     /// - Throws: 104 for an owner longer than 1,024 bytes of UTF-8, 103/106/107 from the key store or crypto.
     public func protect(_ data: Data, identity: Identity? = nil) throws(ProtectionError) -> Data {
@@ -70,7 +72,7 @@ public final class DataProtectionManager: Sendable {
     }
 
     /// The owner and encryption of an envelope, or `nil` when `data` is not an envelope. Reads the header only;
-    /// it does not authenticate the body (``unprotect(_:)`` does).
+    /// it does not authenticate the body (``unprotect(_:)->Data`` does).
     /// - Throws: 100, 101 or 104 for a malformed header.
     public func protectionInfo(_ data: Data) throws(ProtectionError) -> ProtectionInfo? {
         try withRawBytes(of: data) { (raw: UnsafeRawBufferPointer) throws(ProtectionError) -> ProtectionInfo? in

@@ -14,7 +14,7 @@ extension FileProtectionManager {
     /// Precedence for the owner of a new file, first match wins:
     /// 1. an owner passed explicitly (``openProtectedFile(atPath:options:owner:permissions:)``);
     /// 2. the creating thread's or task's own identity (`IdentityContext.currentThreadIdentity`, including
-    ///    ``Identity/unmanaged`` when it was set to `""`);
+    ///    `Identity.unmanaged` when it was set to `""`);
     /// 3. the owner of the nearest enclosing directory that has one, searching from the file's directory up to
     ///    the protected root containing it (only the file's own directory when it is under no root);
     /// 4. the process identity (`IdentityContext.processIdentity`);
@@ -24,8 +24,10 @@ extension FileProtectionManager {
     /// `effectiveFileIdentity` with the directory owner slotted in between its two levels.
     ///
     /// Existing files inside are not changed; a directory owner does not encrypt anything by itself.
-    /// - Parameter identity: the owner; `nil` means the caller's `IdentityContext.effectiveFileIdentity`, and if
-    ///   that is `nil` too, the directory's owner is removed.
+    /// - Parameters:
+    ///   - path: the directory.
+    ///   - identity: the owner; `nil` means the caller's `IdentityContext.effectiveFileIdentity`, and if
+    ///     that is `nil` too, the directory's owner is removed.
     ///
     /// Access: a directory that already has an owner is that owner's: changing or removing its owner modifies
     /// it (the caller must be allowed to modify the owner's data) and, for another owner, transfers it (the

@@ -87,7 +87,11 @@ extension FileProtectionManager {
     /// whose owner (the new owner, for a call that creates or truncates) is managed with file encryption
     /// required, is refused with ``ProtectionError/encryptionRequired(path:)`` (110) before anything is
     /// created, truncated or read. Open such files with ``openProtectedFile(atPath:options:owner:permissions:)``.
-    /// - Parameter permissions: mode bits of a newly created file (before the process umask).
+    /// - Parameters:
+    ///   - path: the file.
+    ///   - options: how to open it (``FileOpenOptions``).
+    ///   - permissions: mode bits of a newly created file (before the process umask).
+    ///
     /// The access check comes before the file is touched: opening an existing file is a read of its owner's
     /// data by the caller's effective file identity; truncating it gives it to the new owner (a transfer, by a
     /// caller that may see it); creating one creates data for the new owner, and a handle on the new owner's

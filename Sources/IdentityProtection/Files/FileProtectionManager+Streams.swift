@@ -25,6 +25,8 @@ extension FileProtectionManager {
     /// - a file already at `destinationPath` is replaced: a modification of its owner's data and, for another
     ///   owner, a transfer of it (as ``writeFile(atPath:contents:)`` over it).
     /// - Parameters:
+    ///   - sourcePath: the regular file to read.
+    ///   - destinationPath: where the envelope is written.
     ///   - identity: the envelope's owner; `nil` means the caller's effective file identity, and if that is
     ///     `nil` too, `Identity.unmanaged`.
     ///   - chunkSize: plaintext bytes per record, 1 byte ... 16 MiB; `nil` means ``chunkSize``.

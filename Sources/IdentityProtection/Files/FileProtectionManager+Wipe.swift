@@ -47,7 +47,7 @@ extension FileProtectionManager {
     }
 
     /// ``removeFiles(ownedBy:)`` for several accounts at once (one walk of the roots): a tenant's wipe.
-    /// ``Identity/unmanaged`` is ignored.
+    /// `Identity.unmanaged` is ignored.
     ///
     /// Access: as ``removeFiles(ownedBy:)``, for every account, before anything is deleted.
     /// - Returns: the absolute paths deleted, sorted, by owner (owners with none are absent).

@@ -66,6 +66,8 @@ public final class FileProtectionManager: Sendable {
     ///
     /// - Parameters:
     ///   - roots: the directories ``removeFiles(ownedBy:)`` searches. More can be added with ``addRoot(_:)``.
+    ///   - keyStore: where the keys of managed owners are kept.
+    ///   - policy: which owners are managed, whether their files are encrypted, and the access check.
     ///   - stateDirectory: created (mode `0700`) when missing, tightened to `0700` when others can read or enter
     ///     it; holds the owner index `owners.index` and the wipe journal.
     ///   - ownerStorage: extended attributes where supported (the default), or the index only.
@@ -113,8 +115,10 @@ public final class FileProtectionManager: Sendable {
 
     /// Sets the owner of the regular file at `path`.
     ///
-    /// - Parameter identity: the owner; `nil` means the caller's `IdentityContext.effectiveFileIdentity`, and
-    ///   if that is `nil` too, the file's owner is removed.
+    /// - Parameters:
+    ///   - path: the file.
+    ///   - identity: the owner; `nil` means the caller's `IdentityContext.effectiveFileIdentity`, and
+    ///     if that is `nil` too, the file's owner is removed.
     ///
     /// When the new owner is managed and the policy requires file encryption, the file is encrypted in place
     /// for it; an encrypted file given to an owner that needs no encryption is decrypted in place; an
@@ -191,7 +195,10 @@ public final class FileProtectionManager: Sendable {
 
     /// Encrypts the regular file at `path` in place, atomically, for `identity`, and makes it its owner.
     ///
-    /// - Parameter identity: the owner; `nil` means the caller's `IdentityContext.effectiveFileIdentity`.
+    /// - Parameters:
+    ///   - path: the file.
+    ///   - identity: the owner; `nil` means the caller's `IdentityContext.effectiveFileIdentity`.
+    ///
     /// A file already encrypted for `identity` is left as it is, unless it is in an earlier encrypted-file
     /// format (version 1), which is rewritten in the current one; one encrypted for another identity is
     /// re-encrypted (authenticated while it is read). A file of another account is a transfer between them

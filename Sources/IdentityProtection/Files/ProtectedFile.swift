@@ -131,7 +131,8 @@ public final class ProtectedFile: Sendable {
     /// Reads up to `count` bytes at the current offset and moves the offset past them; fewer only at the end
     /// of the file, none at or past it.
     /// - Throws: 111 closed; 106 not open for reading or the OS failed; 100/102 a damaged or tampered chunk;
-    ///   the policy's refusal of ``access`` (109 a blocked owner or opener, 108, 115).
+    ///   the policy's refusal of the read (``ProtectionError/accountBlocked(identity:reason:)`` (109) a blocked owner
+    ///   or opener, ``ProtectionError/accessDenied(identity:reader:)`` (108), ``ProtectionError/policyUnavailable(reason:)`` (115)).
     public func read(upToCount count: Int) throws(ProtectionError) -> [UInt8] {
         try state.withLock { (state: inout State) throws(ProtectionError) -> [UInt8] in
             let bytes = try read(&state, at: state.offset, count: count)
@@ -164,7 +165,7 @@ public final class ProtectedFile: Sendable {
     /// Writes `bytes` at the current offset (at the end with ``FileOpenOptions/append``) and moves the offset
     /// past them. Writing past the end fills the gap with zeros.
     /// - Throws: 111 closed; 106 not open for writing or the OS failed; 112 beyond the format's reach;
-    ///   100/102 a damaged chunk that the write only partly covers; the policy's refusal of ``access``.
+    ///   100/102 a damaged chunk that the write only partly covers; the policy's refusal of the modification.
     public func write(_ bytes: UnsafeRawBufferPointer) throws(ProtectionError) {
         try state.withLock { (state: inout State) throws(ProtectionError) in
             let offset = appends ? try size(&state) : state.offset
@@ -236,7 +237,7 @@ public final class ProtectedFile: Sendable {
 
     /// Cuts the content to `length` bytes, or extends it with zeros. The current offset is unchanged.
     /// - Throws: 111 closed; 106 not open for writing or the OS failed; 112 beyond the format's reach; the
-    ///   policy's refusal of ``access``.
+    ///   policy's refusal of the modification.
     public func truncate(to length: UInt64) throws(ProtectionError) {
         try state.withLock { (state: inout State) throws(ProtectionError) in
             let fd = try writableFD(state)
@@ -433,6 +434,7 @@ extension FileProtectionManager {
     /// at rest in authenticated chunks when the owner's policy requires it.
     ///
     /// - Parameters:
+    ///   - path: the file.
     ///   - options: ``FileOpenOptions/read``, ``FileOpenOptions/write``, ``FileOpenOptions/create``,
     ///     ``FileOpenOptions/truncate``, ``FileOpenOptions/exclusive``, ``FileOpenOptions/append``.
     ///   - owner: the owner of a file this call creates or truncates; `nil` means the caller's thread

@@ -6,7 +6,7 @@ import IdentityRuntime
 /// `IdentityPolicy`'s `PolicyManager` implements it from each managed account's policy; without the policy
 /// module, use ``StaticManagedIdentityPolicy``.
 ///
-/// ``Identity/unmanaged`` (`""`) is never managed, whatever an implementation returns: the managers check
+/// `Identity.unmanaged` (`""`) is never managed, whatever an implementation returns: the managers check
 /// that themselves.
 public protocol ManagedIdentityPolicy: Sendable {
     /// Whether `identity` is a managed account: data protected for it is encrypted.
@@ -19,7 +19,7 @@ public protocol ManagedIdentityPolicy: Sendable {
     ///
     /// Asked by ``DataProtectionManager`` and ``FileProtectionManager`` before they create data owned by
     /// `owner` and before they hand out any plaintext of data `owner` owns (decrypted or stored in the clear).
-    /// Never asked for unowned data or for ``Identity/unmanaged``; asked for other accounts whether or not they
+    /// Never asked for unowned data or for `Identity.unmanaged`; asked for other accounts whether or not they
     /// are managed (an implementation answers `nil` for accounts it neither manages nor blocks).
     ///
     /// The default isolates managed accounts (``isolationRefusal(of:to:)``): a managed account's data is read
@@ -36,7 +36,7 @@ extension ManagedIdentityPolicy {
 
     /// Account isolation, the default ``refusal(of:to:)``: data owned by a managed account is refused
     /// (``ProtectionError/accessDenied(identity:reader:)``, 108) to every reader and writer but the account
-    /// itself, code with no identity and ``Identity/unmanaged`` included, and is transferred to no other owner. Creating
+    /// itself, code with no identity and `Identity.unmanaged` included, and is transferred to no other owner. Creating
     /// data for an account, and anything about an account that is not managed, is allowed.
     public func isolationRefusal(of access: ProtectedDataAccess, to owner: Identity) -> ProtectionError? {
         if access.isAllowedUnderIsolation(for: owner) { return nil }

@@ -21,10 +21,14 @@ public final class StaticManagedIdentityPolicy: ManagedIdentityPolicy {
 
     private let state: LockedValue<State>
 
-    /// A policy managing exactly `managed` (``Identity/unmanaged`` is ignored).
+    /// A policy managing exactly `managed` (`Identity.unmanaged` is ignored).
     ///
-    /// - Parameter dataIsolation: `true` (the default): a managed account's data is refused to every other
-    ///   reader and recipient (108). `false`: nothing is refused; every reader gets every account's plaintext.
+    /// - Parameters:
+    ///   - managed: the managed identities.
+    ///   - fileEncryptionRequired: whether the files of managed identities are encrypted at rest.
+    ///   - dataIsolation: `true` (the default): a managed account's data is refused to every other
+    ///     reader and recipient (``ProtectionError/accessDenied(identity:reader:)``, 108). `false`: nothing is
+    ///     refused; every reader gets every account's plaintext.
     public init(managed: Set<Identity> = [], fileEncryptionRequired: Bool = true, dataIsolation: Bool = true) {
         state = LockedValue(State(
             managed: managed.filter { !$0.isUnmanaged }, fileEncryptionRequired: fileEncryptionRequired,
@@ -48,7 +52,7 @@ public final class StaticManagedIdentityPolicy: ManagedIdentityPolicy {
         set { state.withLock { $0.dataIsolation = newValue } }
     }
 
-    /// Starts managing `identity` (no effect for ``Identity/unmanaged``).
+    /// Starts managing `identity` (no effect for `Identity.unmanaged`).
     public func addManagedIdentity(_ identity: Identity) {
         guard !identity.isUnmanaged else { return }
         _ = state.withLock { $0.managed.insert(identity) }

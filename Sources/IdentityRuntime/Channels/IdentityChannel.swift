@@ -48,7 +48,7 @@ public final class IdentityChannel<Element: Sendable>: AsyncSequence, Sendable {
 
     /// Whether consumers must handle each element under its sender's identity.
     public enum Handling: Sendable, Hashable {
-        /// Each element must be handled under its sender's identity (with ``IdentityMessage/run(_:)-(Value)->R``
+        /// Each element must be handled under its sender's identity (with ``IdentityMessage/run(_:)``
         /// or ``IdentityChannel/forEach(isolation:_:)``); strict mode reports reads of
         /// ``IdentityMessage/value`` under another identity.
         case senderIdentity

@@ -1,7 +1,7 @@
 /// An element of an ``IdentityChannel`` with the thread identity of the code that sent it, captured at
 /// the send (like an ``IdentitySnapshot``).
 ///
-/// Handle it under that identity with ``run(_:)-(Value)->R`` (synchronous) or
+/// Handle it under that identity with ``run(_:)`` (synchronous) or
 /// ``run(isolation:_:)`` (async): the body observes the sender's identity (`nil` stays `nil`, `""` stays
 /// `""`), tasks it creates inherit it, and the consumer's identity is back when it returns or throws.
 ///
@@ -36,7 +36,7 @@ public struct IdentityMessage<Value: Sendable>: Sendable {
     /// The element, read under the current identity.
     ///
     /// Strict mode reports a read under another identity than the sender's when the channel requires the
-    /// sender's identity; inside ``run(_:)-(Value)->R`` it always matches.
+    /// sender's identity; inside ``run(_:)`` it always matches.
     @inlinable
     public var value: Value {
         box.checkRead()

@@ -6,7 +6,7 @@ import Foundation
 /// - Every way of enqueuing work captures the enqueuer's thread identity **at enqueue**:
 ///   ``addOperation(_:)-(Operation)``, ``addOperation(_:)-(()->Void)``,
 ///   ``addOperations(_:waitUntilFinished:)`` and ``addBarrierBlock(_:)``. The operation's `start()` and
-///   `main()` observe exactly that identity (`nil` stays `nil`); ``addOperation(flow:_:)`` chooses another.
+///   `main()` observe exactly that identity (`nil` stays `nil`); ``addOperation(flow:file:line:_:)-(_,_,_,Operation)`` chooses another.
 /// - When an operation ends, the worker thread's identity is exactly what it was before.
 /// - Dependencies, cancellation, `queuePriority`, `qualityOfService`, `maxConcurrentOperationCount`,
 ///   `isSuspended`, `waitUntilAllOperationsAreFinished()` and completion blocks work as on a plain
