@@ -260,7 +260,7 @@ step_postgres_tsan() {
 
 # The debug build the tests made (a release build would build Hummingbird, async-http-client and BoringSSL
 # again): every response is still checked; throughput and latency are compared within the run only. The full
-# run in release: docs/service.md.
+# run in release: Sources/IdentityRuntime/IdentityRuntime.docc/UsingTheRuntimeInAService.md.
 step_load() {
     swift run --package-path Examples/TenantService --scratch-path "$integrations_build" \
         tenant-load --requests "${IDENTITY_LOAD_REQUESTS:-20000}" --rounds 4

@@ -48,7 +48,7 @@ enum Organizations {
     static let fabrikam = Organization(tenant: "fabrikam.com", encryptsFiles: false, saveFolders: ["onedrive"])
 }
 
-/// The policy documents, as administrators would publish them (format: docs/policy.md).
+/// The policy documents, as administrators would publish them (format: Sources/IdentityPolicy/IdentityPolicy.docc/AccountsAndPolicies.md).
 let policyDocuments = [
     "contoso.json": """
         {
@@ -497,7 +497,7 @@ final class Service: Sendable {
         path.hasPrefix(root + "/") ? String(path.dropFirst(root.count + 1)) : path
     }
 
-    /// FileKeyStore keeps one `<hash>.key` file per identity that has keys (docs/protection.md).
+    /// FileKeyStore keeps one `<hash>.key` file per identity that has keys (Sources/IdentityProtection/IdentityProtection.docc/DataAndFileProtection.md).
     func keyFileCount() -> Int {
         let names = (try? FileManager.default.contentsOfDirectory(atPath: keysDirectory)) ?? []
         return names.filter { $0.hasSuffix(".key") }.count

@@ -7,7 +7,7 @@ import IdentityRuntime
 ///
 /// Claims (RFC 7519): `sub` the account's name, `tid` its tenant (when known), `iss`, `aud`, `iat`, `nbf`
 /// (when set), `exp` (seconds since 1970, whole numbers), `jti` a unique token ID. The protected header is
-/// `{"alg":"EdDSA","kid":…,"typ":"JWT"}`. See docs/service-boundary.md for the format and the checks.
+/// `{"alg":"EdDSA","kid":…,"typ":"JWT"}`. See Sources/IdentityPolicy/IdentityPolicy.docc/ServiceBoundary.md for the format and the checks.
 ///
 /// A ``IdentityAssertionVerifier`` in ``IdentityAssertionVerifier/Mode/singleUse`` mode accepts each token ID
 /// once; in ``IdentityAssertionVerifier/Mode/reusable`` mode a token is a bearer token, accepted until it

@@ -3,7 +3,7 @@ import Foundation
 import IdentityRuntime
 import Synchronization
 
-/// One row of the propagation table (docs/identities-and-propagation.md) as a live check: it submits work through one mechanism
+/// One row of the propagation table (Sources/IdentityRuntime/IdentityRuntime.docc/IdentitiesAndPropagation.md) as a live check: it submits work through one mechanism
 /// under a given submitter identity and records what the work observes as its thread identity.
 ///
 /// Used by `identity-harness verify` and by the test suite, so both check the same table.
@@ -106,7 +106,7 @@ extension Optional where Wrapped == Identity {
     }
 }
 
-/// The propagation table (docs/identities-and-propagation.md), row by row, as live checks.
+/// The propagation table (Sources/IdentityRuntime/IdentityRuntime.docc/IdentitiesAndPropagation.md), row by row, as live checks.
 public enum PropagationTable {
     /// Submitter identities every row is run with: unset, unmanaged and a named account.
     public static let submitters: [Identity?] = [nil, .unmanaged, "alice@contoso.com"]

@@ -56,7 +56,7 @@ final class BlockBoard: Sendable {
     var changes: Int { state.withLock { $0.changes } }
 }
 
-/// The access matrix of docs/service-boundary.md as a model: the refusal codes it gives for an operation, from
+/// The access matrix of Sources/IdentityPolicy/IdentityPolicy.docc/ServiceBoundary.md as a model: the refusal codes it gives for an operation, from
 /// the configuration and the blocks alone (an empty set: allowed).
 struct AccessModel: Sendable {
     /// The tenant of each managed account (accounts outside it are unmanaged).

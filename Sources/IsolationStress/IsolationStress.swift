@@ -6,7 +6,7 @@ import IdentityRuntime
 import IdentityTesting
 import Synchronization
 
-/// A seeded, randomized check of tenant isolation (docs/service-boundary.md), shared by the test suite and
+/// A seeded, randomized check of tenant isolation (Sources/IdentityPolicy/IdentityPolicy.docc/ServiceBoundary.md), shared by the test suite and
 /// `identity-harness stress --isolation`.
 ///
 /// 64 managed accounts in 8 tenants (every tenant with its own policy document and ``DataTransferLevel``), a
@@ -16,7 +16,7 @@ import Synchronization
 /// between, file-to-file streams to fresh paths and over other accounts' files, copies over other files,
 /// in-place decryption), while accounts are blocked and unblocked under them, and through a second manager
 /// whose policy source has never loaded. Each outcome is checked against a model of the access matrix
-/// (docs/service-boundary.md) written from the configuration alone (not by asking the runtime): which refusal
+/// (Sources/IdentityPolicy/IdentityPolicy.docc/ServiceBoundary.md) written from the configuration alone (not by asking the runtime): which refusal
 /// codes (108, 109, 115) the matrix gives, or none. Any other outcome, or another code, is a violation. Counted
 /// apart: plaintext returned where it was not allowed (bytes), another account's data changed where the rules
 /// refuse it, and plaintext at rest written by an implicit write (not `decryptFile`, which stores plaintext on

@@ -302,7 +302,7 @@ extension World {
         let refusals = model.read(owner: handle.owner, by: handle.opener, blocks)
         if case let .failure(error as ProtectionError) = result {
             // Closed by an eviction meanwhile; or, past the gate, chunks rewritten or cut under this reading
-            // handle by a writer on another handle (a typed error, never wrong bytes: docs/protection.md).
+            // handle by a writer on another handle (a typed error, never wrong bytes: Sources/IdentityProtection/IdentityProtection.docc/DataAndFileProtection.md).
             if error.code == 111 { return }
             if [100, 102].contains(error.code) && refusals.isEmpty && self.blocks.isUnchanged(since: blocks) {
                 return tally(.heldHandle, .allowed, violation: nil)

@@ -7,7 +7,7 @@ import IsolationStress
 /// `identity-harness`: live checks of the identity runtime.
 ///
 /// Commands:
-/// - `verify` (the default): runs every row of the propagation table (docs/identities-and-propagation.md) for the submitter
+/// - `verify` (the default): runs every row of the propagation table (Sources/IdentityRuntime/IdentityRuntime.docc/IdentitiesAndPropagation.md) for the submitter
 ///   identities `nil`, `""` and a named account, prints expected vs observed per row, and exits 1 on any
 ///   mismatch (2 if a row never completes).
 /// - `stress`: seeded random programs over every mechanism, checked unit by unit; `soak`: the same, longer,

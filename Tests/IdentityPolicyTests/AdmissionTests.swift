@@ -29,7 +29,7 @@ func admissionManager(_ check: CountingAdmissionCheck, cache: TimeInterval = 60,
     return manager
 }
 
-@Suite("Admission at the service boundary (docs/service-boundary.md)")
+@Suite("Admission at the service boundary (article ServiceBoundary)")
 struct AdmissionTests {
     @Test("a managed account runs its checks under its own identity, then the operation runs under it; a pass is cached")
     func admitsAndCaches() async throws {

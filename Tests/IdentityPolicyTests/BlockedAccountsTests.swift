@@ -59,7 +59,7 @@ struct BlockFixture {
     }
 }
 
-@Suite("Blocked accounts (docs/policy.md)")
+@Suite("Blocked accounts (article AccountsAndPolicies)")
 struct BlockedAccountsTests {
     @Test("a failing check blocks the account: listed, delegate told once, switch and runtime switch not allowed, data refused")
     func failingCheckBlocks() async throws {
@@ -178,7 +178,7 @@ struct BlockedAccountsTests {
     }
 }
 
-@Suite("Per-account events (docs/policy.md)")
+@Suite("Per-account events (article AccountsAndPolicies)")
 struct AccountEventTests {
     @Test("policies added and removed: policyDidChange names the accounts and tenants; managed and unmanaged events follow")
     func managedEvents() async {

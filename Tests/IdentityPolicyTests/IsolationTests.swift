@@ -73,7 +73,7 @@ func readEverywhere(_ f: IsolationFixture, envelope: Data, path: String, as read
     }
 }
 
-@Suite("Tenant isolation: reads across accounts, transfers, re-owning (docs/service-boundary.md)", .exclusiveProcessIdentity)
+@Suite("Tenant isolation: reads across accounts, transfers, re-owning (article ServiceBoundary)", .exclusiveProcessIdentity)
 struct IsolationTests {
     @Test("a managed account's data: the owner and managed accounts of its tenant read it; no one else gets a byte", arguments: [
         (Identity?.some(alice), true), (.some(bob), true), (.some(carol), false), (.some(frank), false),
@@ -310,7 +310,7 @@ struct IsolationTests {
     }
 }
 
-@Suite("Wipes that leave nothing: writers racing the wipe, tenants, crashes, symbolic links (docs/service-boundary.md)", .exclusiveProcessIdentity)
+@Suite("Wipes that leave nothing: writers racing the wipe, tenants, crashes, symbolic links (article ServiceBoundary)", .exclusiveProcessIdentity)
 struct WipeIsolationTests {
     @Test("8 writers keep creating files as the account being wiped: afterwards none of its files remain, others are byte-identical")
     func wipeRace() async throws {

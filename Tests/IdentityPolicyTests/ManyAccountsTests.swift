@@ -15,7 +15,7 @@ func ownedPolicy(_ owner: String, encrypt: Bool = true, save: SaveLocation = [.l
         appConfiguration: ["owner": .string(owner)])
 }
 
-@Suite("Many managed accounts: enrolled, own and tenant policies, tenants by ID, object IDs (docs/policy.md)")
+@Suite("Many managed accounts: enrolled, own and tenant policies, tenants by ID, object IDs (article AccountsAndPolicies)")
 struct ManyAccountsTests {
     @Test("every account with a policy (own or tenant's) and every enrolled account is managed, each under its own policy")
     func manyManaged() {
@@ -118,7 +118,7 @@ struct ManyAccountsTests {
     }
 }
 
-@Suite("Combined policies over several accounts (docs/policy.md)")
+@Suite("Combined policies over several accounts (article AccountsAndPolicies)")
 struct CombinedPolicyTests {
     static let source = StaticPolicySource([
         alice: Policy(identity: nil, allowedSaveLocations: [.localDrive, .oneDriveForBusiness, .box],

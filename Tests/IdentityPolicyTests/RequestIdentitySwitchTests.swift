@@ -4,7 +4,7 @@ import Foundation
 import IdentityRuntime
 import Testing
 
-@Suite("requestIdentitySwitch: runtime-initiated switch (docs/policy.md)")
+@Suite("requestIdentitySwitch: runtime-initiated switch (article AccountsAndPolicies)")
 struct RequestIdentitySwitchTests {
     func manager(timeout: TimeInterval = 600, delegate: ClosureDelegate?) -> PolicyManager {
         var settings = RuntimeSettings()

@@ -4,7 +4,7 @@ import Foundation
 import IdentityRuntime
 import Testing
 
-@Suite("setUIPolicyIdentity: app-initiated switch (docs/policy.md)")
+@Suite("setUIPolicyIdentity: app-initiated switch (article AccountsAndPolicies)")
 struct UIPolicyIdentityTests {
     let window: WindowID = "doc-1"
 

@@ -36,7 +36,7 @@ struct WipeFixture {
     }
 }
 
-@Suite("Selective wipe (docs/policy.md)")
+@Suite("Selective wipe (article AccountsAndPolicies)")
 struct WipeTests {
     @Test("delegate returns false: every file of the account is gone, nothing of it decrypts, others intact")
     func runtimeWipe() async throws {

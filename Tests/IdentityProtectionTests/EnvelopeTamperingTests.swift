@@ -4,7 +4,7 @@ import IdentityRuntime
 import IdentityTesting
 import Testing
 
-/// Layout of a v1 encrypted envelope for `owner` (see docs/protection.md).
+/// Layout of a v1 encrypted envelope for `owner` (see article DataAndFileProtection).
 struct EnvelopeLayout {
     let ownerLength: Int
     var version: Int { 8 }

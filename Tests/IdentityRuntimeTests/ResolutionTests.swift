@@ -3,7 +3,7 @@ import IdentityTesting
 import Testing
 @testable import IdentityRuntime
 
-/// Levels and effective identities (docs/identities-and-propagation.md). These tests change process-wide levels, so they run one at a time and reset afterwards; no
+/// Levels and effective identities (article IdentitiesAndPropagation). These tests change process-wide levels, so they run one at a time and reset afterwards; no
 /// other suite reads the process or UI identity.
 @Suite("Levels and effective identities", .serialized, .exclusiveProcessIdentity)
 struct ResolutionTests {

@@ -5,7 +5,7 @@ import IdentityRuntime
 /// every change recomputes only the accounts it can affect (all of them only when the policies or the
 /// settings change).
 ///
-/// Rules (docs/identities-and-propagation.md, docs/policy.md):
+/// Rules (Sources/IdentityRuntime/IdentityRuntime.docc/IdentitiesAndPropagation.md, <doc:AccountsAndPolicies>):
 /// - An account is managed when it is enrolled, or when the policy source has a policy for it (its own, or
 ///   its tenant's: the registered tenant ID first, then the domain of its name).
 /// - With a limit (``RuntimeSettings/maxManagedAccounts``), only enrolled accounts are managed, the first

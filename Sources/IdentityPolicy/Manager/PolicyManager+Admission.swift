@@ -58,7 +58,7 @@ extension PolicyManager {
         }
     }
 
-    /// Admits `account` and runs `operation` under it (docs/service-boundary.md): the service boundary, for a request
+    /// Admits `account` and runs `operation` under it (<doc:ServiceBoundary>): the service boundary, for a request
     /// handler before it acts for an account.
     ///
     /// 0. Refused at once while the ``policySource`` has not loaded its policies (``PolicySource/hasLoaded``):

@@ -2,7 +2,7 @@ import IdentityProtection
 import IdentityRuntime
 
 extension PolicyManager {
-    /// Whether data owned by `source` may go to `target` (docs/service-boundary.md): be re-owned by it, or be read by code
+    /// Whether data owned by `source` may go to `target` (<doc:ServiceBoundary>): be re-owned by it, or be read by code
     /// whose effective file identity is `target` (`nil`: code with no identity).
     ///
     /// False before the policy source has loaded (``PolicySource/hasLoaded``), unless neither side names an

@@ -4,7 +4,7 @@ import IdentityRuntime
 extension PolicyManager {
     /// Switches the UI identity of `window` (`nil`: the key window): the app-initiated handshake.
     ///
-    /// Rules (docs/policy.md), in the order they apply:
+    /// Rules (<doc:AccountsAndPolicies>), in the order they apply:
     /// 1. `.notAllowed`, at once and without touching anything: `identity` is blocked (``blockReason(for:)``),
     ///    outside ``allowedAccounts``, or claimed (see ``RuntimeSettings/maxManagedAccounts``); or the caller
     ///    is on the main thread with a thread identity that differs from `identity`.
@@ -205,7 +205,7 @@ extension PolicyManager {
 
     enum SwitchStanding { case refused, managed, unmanaged }
 
-    /// The first switch rule (docs/policy.md) for one account, under the lock: refused when blocked, outside ``allowedAccounts`` or
+    /// The first switch rule (<doc:AccountsAndPolicies>) for one account, under the lock: refused when blocked, outside ``allowedAccounts`` or
     /// claimed; otherwise managed (its checks run) or unmanaged (switches at once).
     ///
     /// The same rule as `blockReason(for:in:) != nil` plus the allow list and the claim, with one lookup of the

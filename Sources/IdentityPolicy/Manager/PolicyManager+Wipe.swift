@@ -23,7 +23,7 @@ public struct TenantWipeReport: Sendable {
 }
 
 extension PolicyManager {
-    /// The selective wipe of `account` (docs/policy.md, docs/service-boundary.md).
+    /// The selective wipe of `account` (<doc:AccountsAndPolicies>, <doc:ServiceBoundary>).
     ///
     /// On a background thread (never the main queue):
     /// 1. From the start, the account is blocked (``BlockAccountReason/wiped``): no file, envelope or

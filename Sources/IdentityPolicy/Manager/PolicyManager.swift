@@ -406,7 +406,7 @@ public final class PolicyManager: Sendable {
             : state.withLock { $0.switches.identity(for: window) }
     }
 
-    /// The identity UI work for `window` runs under (docs/identities-and-propagation.md): the thread identity; else, on the main thread,
+    /// The identity UI work for `window` runs under (Sources/IdentityRuntime/IdentityRuntime.docc/IdentitiesAndPropagation.md): the thread identity; else, on the main thread,
     /// the window's UI identity; else the process identity.
     public func effectiveUIIdentity(for window: WindowID? = nil) -> Identity? {
         if let thread = IdentityContext.currentThreadIdentity { return thread }
@@ -433,7 +433,7 @@ public final class PolicyManager: Sendable {
         return policy(for: effectiveUIIdentity(for: window))
     }
 
-    /// The policy of `identity` (docs/policy.md): ``Policy/unrestricted`` for `nil`, `Identity.unmanaged` and
+    /// The policy of `identity` (<doc:AccountsAndPolicies>): ``Policy/unrestricted`` for `nil`, `Identity.unmanaged` and
     /// every account that is not managed; for a managed account, its own policy document, else its tenant's,
     /// else ``Policy/unrestricted`` (``Policy/locked(for:)`` if ``RuntimeSettings/policyRequired``).
     ///

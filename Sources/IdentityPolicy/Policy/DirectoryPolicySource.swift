@@ -3,7 +3,7 @@ import Foundation
 import IdentityRuntime
 
 /// The embedded ``PolicySource``: a directory of JSON policy documents (`*.json`, one per managed account or
-/// tenant; format in `docs/policy.md`), re-read when it changes.
+/// tenant; format in <doc:AccountsAndPolicies>), re-read when it changes.
 ///
 /// - The initializer reads the directory: when it returns, the source holds its policies (and it throws when
 ///   it cannot read the directory), so no decision is ever made before the documents were read.

@@ -156,7 +156,7 @@ public struct AppConfigurationConflict: Sendable, Hashable, CustomStringConverti
 }
 
 extension Policy {
-    /// The most restrictive combination of `policies` (docs/policy.md), for data or a view that belongs to several
+    /// The most restrictive combination of `policies` (<doc:AccountsAndPolicies>), for data or a view that belongs to several
     /// accounts at once:
     /// - a location is allowed only where every policy allows it (account-bound locations only when a single
     ///   account remains), and an unknown location only when every policy allows it;

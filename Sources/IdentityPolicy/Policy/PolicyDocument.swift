@@ -3,7 +3,7 @@ import IdentityRuntime
 
 /// One JSON policy document: the policy of one managed account, or of every account of one tenant (named by
 /// its tenant ID, or by its domain: the part of the account name after `@`). The format is described in
-/// `docs/policy.md`.
+/// <doc:AccountsAndPolicies>.
 public struct PolicyDocument: Sendable, Hashable {
     /// Who the document applies to.
     public enum Subject: Sendable, Hashable, CustomStringConvertible {

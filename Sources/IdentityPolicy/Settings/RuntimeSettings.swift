@@ -50,7 +50,7 @@ public struct RuntimeSettings: Sendable, Hashable {
     /// ``SwitchIdentityResult/notAllowed``). `1` is the SDK guide's original model: one managed account, the
     /// primary user. At least 1.
     public var maxManagedAccounts: Int? = nil
-    /// Tenant isolation of data (docs/service-boundary.md): data owned by a managed account is readable only under an
+    /// Tenant isolation of data (<doc:ServiceBoundary>): data owned by a managed account is readable only under an
     /// effective file identity its policy lets see it (``PolicyManager/isDataTransferAllowed(from:to:)``);
     /// anyone else gets `ProtectionError.accessDenied` (108). `false` gives the SDK's behaviour for
     /// single-tenant apps: any code in the process reads any account's data. Default: `true`.

@@ -1,6 +1,6 @@
 import IdentityRuntime
 
-/// The protected-data envelope, version 1 (byte layout in docs/protection.md):
+/// The protected-data envelope, version 1 (byte layout in <doc:DataAndFileProtection>):
 ///
 /// ```
 /// magic[8] version[1] flags[1] ownerLength[2] owner[L] (keyID[16] nonce[12] if encrypted) bodyLength[8]

@@ -3,7 +3,7 @@ import IdentityRuntime
 
 extension DataProtectionManager {
     /// Protects a payload that arrives in pieces, for payloads larger than memory: the result yields the
-    /// protected-stream envelope (docs/protection.md, "Stream format") piece by piece as `source` is consumed.
+    /// protected-stream envelope (<doc:DataAndFileProtection#Stream-format,-version-1>) piece by piece as `source` is consumed.
     ///
     /// ```swift
     /// let sealed = try manager.protect(upload.bytesInChunks, identity: "alice@contoso.com")

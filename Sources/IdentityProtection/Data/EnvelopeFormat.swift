@@ -7,7 +7,7 @@ import Musl
 import Darwin
 #endif
 
-/// Constants and helpers shared by the data envelope and the encrypted-file format (docs/protection.md).
+/// Constants and helpers shared by the data envelope and the encrypted-file format (<doc:DataAndFileProtection>).
 enum EnvelopeFormat {
     /// `89 49 44 50 44 0D 0A 1A`: "\x89IDPD\r\n\x1A", a protected-data envelope.
     static let dataMagic: [UInt8] = [0x89, 0x49, 0x44, 0x50, 0x44, 0x0D, 0x0A, 0x1A]

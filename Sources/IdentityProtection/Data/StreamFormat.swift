@@ -1,6 +1,6 @@
 import IdentityRuntime
 
-/// The protected-stream envelope, version 1 (byte layout in docs/protection.md): the data envelope's family,
+/// The protected-stream envelope, version 1 (byte layout in <doc:DataAndFileProtection>): the data envelope's family,
 /// for payloads that are protected piece by piece with bounded memory.
 ///
 /// ```

@@ -12,7 +12,7 @@ import Darwin
 /// generation and a fresh nonce. Files of version 1 are read through the same calls and never written:
 /// opening one authenticates its final chunk, which proves the length; a write throws 101.
 ///
-/// Write order, which gives the crash guarantees in docs/protection.md: chunk records first, then the size
+/// Write order, which gives the crash guarantees in <doc:DataAndFileProtection>: chunk records first, then the size
 /// record when the length grows; the size record first, then `ftruncate` when it shrinks. A crash (SIGKILL)
 /// at any point leaves every chunk readable at its previous or its new content, and the length at its
 /// previous or its new value; a record torn mid-write fails authentication and the reader falls back to the

@@ -2,7 +2,7 @@ import IdentityRuntime
 
 /// The encrypted-file format, version 2, shared by ``FileProtectionManager/encryptFile(path:for:)``,
 /// ``FileProtectionManager/writeFile(atPath:contents:)`` and ``ProtectedFile`` (byte layout in
-/// docs/protection.md):
+/// <doc:DataAndFileProtection>):
 ///
 /// ```
 /// header:      magic[8] version[1]=2 flags[1]=0 ownerLength[2] owner[L] keyID[16] salt[32] chunkSize[4]

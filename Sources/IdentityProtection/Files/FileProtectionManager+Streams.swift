@@ -9,7 +9,7 @@ import Darwin
 
 extension FileProtectionManager {
     /// Protects the plaintext of the regular file at `sourcePath` into a protected-stream envelope
-    /// (docs/protection.md, "Stream format") at `destinationPath`, atomically (temporary file, `fsync`,
+    /// (<doc:DataAndFileProtection#Stream-format,-version-1>) at `destinationPath`, atomically (temporary file, `fsync`,
     /// `rename`), 1 MiB at a time; `sourcePath` is left as it is.
     ///
     /// ```swift

@@ -59,7 +59,7 @@ import Darwin
 /// ## Durability
 /// After ``synchronize()`` returns, everything written before it survives a crash or power loss. After a
 /// process crash (SIGKILL) every completed write is kept too; a write in progress leaves each chunk at its old
-/// or its new content. See docs/protection.md, "Crash consistency".
+/// or its new content. See <doc:DataAndFileProtection#Crash-consistency>.
 ///
 /// ## Threads
 /// A handle is safe to use from several threads and tasks at once: every operation takes the handle's lock, so

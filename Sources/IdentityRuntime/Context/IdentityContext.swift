@@ -35,7 +35,7 @@ import Synchronization
 /// | ``IdentityChannel`` `message.run` / `forEach` | at the send | the sender's |
 ///
 /// The full table, with cancellation handlers, streams and Foundation's run loop and notifications, is in
-/// docs/identities-and-propagation.md.
+/// <doc:IdentitiesAndPropagation>.
 ///
 /// Every wrapper is built on one mechanism, ``IdentitySnapshot``: capture at the moment in the table, then
 /// run the unit in a fresh scope. When a wrapped unit ends (returns or throws), the worker thread's identity

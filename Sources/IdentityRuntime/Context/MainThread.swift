@@ -1,7 +1,7 @@
 import Dispatch
 import Foundation
 
-/// Whether the current code runs "on the main thread" in the sense of docs/identities-and-propagation.md: the process's main thread,
+/// Whether the current code runs "on the main thread" in the sense of <doc:IdentitiesAndPropagation>: the process's main thread,
 /// or a block of the main dispatch queue (which includes main-actor jobs).
 ///
 /// The second half matters where the main thread does not service the main queue itself: after

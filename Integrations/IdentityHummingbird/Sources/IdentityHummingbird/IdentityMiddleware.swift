@@ -8,7 +8,7 @@ import IdentityRuntime
 /// A Hummingbird 2 middleware that runs the rest of the chain under the identity a request proves.
 ///
 /// For each request:
-/// 1. **Token.** The signed identity assertion (a compact JWS, see docs/service-boundary.md) is taken from
+/// 1. **Token.** The signed identity assertion (a compact JWS, see Sources/IdentityPolicy/IdentityPolicy.docc/ServiceBoundary.md) is taken from
 ///    ``assertionHeader`` (`x-identity-assertion`) if present, else from `Authorization: Bearer <token>` when
 ///    ``acceptsBearerToken``. None: 401 `missing-token`. The assertion header sent twice: 401 `malformed-token`.
 /// 2. **Verification** by ``verifier``: signature, key ID, algorithm (EdDSA only), issuer, audience, expiry,

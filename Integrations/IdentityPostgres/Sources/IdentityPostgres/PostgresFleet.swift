@@ -14,7 +14,7 @@ import ServiceLifecycle
 /// - A *notification* connection `LISTEN`s on the channels `identity_keys` and `identity_policies`, which the
 ///   schema's triggers `NOTIFY` on every change, and sends a heartbeat (`SELECT 1`) every second, so a database
 ///   that stops answering is noticed within about ``PostgresFleetConfiguration/queryTimeout`` plus one second.
-/// - The first successful connection applies the schema's missing migrations (idempotent; see `docs/fleet.md`).
+/// - The first successful connection applies the schema's missing migrations (idempotent; see Sources/IdentityRuntime/IdentityRuntime.docc/RunningAFleet.md).
 ///
 /// Creating a fleet never blocks and never fails: it connects in the background and keeps reconnecting
 /// (every ``PostgresFleetConfiguration/reconnectInterval``, backing off to

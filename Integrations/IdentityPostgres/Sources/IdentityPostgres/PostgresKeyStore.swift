@@ -21,7 +21,7 @@ import NIOConcurrencyHelpers
 ///   account's cached keys (the next use reads the database again). The warm path takes one lock and reads
 ///   no clock other than the monotonic one.
 /// - **Crypto-shredding.** ``destroyKeys(for:)`` drops the local cache, then deletes the account's rows; every
-///   other instance hears of it and drops its cached copies (measured well under a second, see `docs/fleet.md`).
+///   other instance hears of it and drops its cached copies (measured well under a second, see Sources/IdentityRuntime/IdentityRuntime.docc/RunningAFleet.md).
 ///   After that nothing in the fleet can decrypt the account's data: `ProtectionError.keyNotFound`.
 ///
 /// When the database is unreachable:

@@ -10,7 +10,7 @@ import NIOConcurrencyHelpers
 ///
 /// - Each row is `(name, document)`: `name` is a label of the operator's choosing (like the directory source's
 ///   file names) and `document` the JSON policy document, parsed by the same `PolicyDocument` parser as
-///   `DirectoryPolicySource` (format in `docs/policy.md`). The document names its account or tenant.
+///   `DirectoryPolicySource` (format in Sources/IdentityPolicy/IdentityPolicy.docc/AccountsAndPolicies.md). The document names its account or tenant.
 /// - A trigger `NOTIFY`s `identity_policies` on every insert, update, delete and truncate; every instance then
 ///   re-reads the table (rows whose text did not change are not parsed again) and, when a policy changed, calls
 ///   the change handler, so `PolicyManager` posts its per-account change events. The table is also re-read every

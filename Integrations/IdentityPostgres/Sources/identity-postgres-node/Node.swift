@@ -1,7 +1,7 @@
 // A fleet member for the multi-process tests, and the benchmark.
 //
 //   identity-postgres-node serve [--shared DIR]   answers one command per stdin line (see `Server`)
-//   identity-postgres-node bench [--quick]        prints the speed figures of docs/fleet.md
+//   identity-postgres-node bench [--quick]        prints the speed figures of Sources/IdentityRuntime/IdentityRuntime.docc/RunningAFleet.md
 //
 // The database comes from libpq's variables (PGHOST, PGPORT, PGUSER, PGDATABASE), the key-encryption keys from
 // IDENTITY_KEK (the StaticKeyEncryptionKeys text form).

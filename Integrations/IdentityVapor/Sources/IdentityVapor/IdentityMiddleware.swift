@@ -9,7 +9,7 @@ import Vapor
 /// counterpart of IdentityHummingbird's `IdentityMiddleware`, with the same steps and the same refusals.
 ///
 /// For each request, in order (the first that fails answers, and the rest of the chain never runs):
-/// 1. **Token.** The signed identity assertion (a compact JWS, see docs/service-boundary.md) is taken from
+/// 1. **Token.** The signed identity assertion (a compact JWS, see Sources/IdentityPolicy/IdentityPolicy.docc/ServiceBoundary.md) is taken from
 ///    ``assertionHeader`` (`x-identity-assertion`) if present, else from `Authorization: Bearer <token>` when
 ///    ``acceptsBearerToken``. None: 401 `missing-token`. The assertion header sent twice: 401 `malformed-token`.
 /// 2. **Verification** by ``verifier``: signature, key ID, algorithm (EdDSA only), issuer, audience, expiry,
