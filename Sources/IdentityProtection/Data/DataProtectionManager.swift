@@ -54,7 +54,7 @@ public final class DataProtectionManager: Sendable {
     ///   - identity: the owner; `nil` means the calling thread's or task's
     ///     `IdentityContext.effectiveFileIdentity`, and if that is `nil` too, `Identity.unmanaged`.
     /// - Returns: an envelope with the body encrypted when the owner is managed, in the clear otherwise.
-    /// - Throws: 104 for an owner longer than 1,024 bytes of UTF-8, 103/106/107 from the key store or crypto.
+    /// - Throws: ``ProtectionError/invalidIdentity(reason:)`` (104) for an owner longer than 1,024 bytes of UTF-8, ``ProtectionError/keyNotFound(identity:keyID:)`` (103), ``ProtectionError/ioFailure(path:operation:errno:)`` (106) or ``ProtectionError/cryptoBackendFailure(_:)`` (107) from the key store or crypto.
     public func protect(_ data: Data, identity: Identity? = nil) throws(ProtectionError) -> Data {
         let owner = identity ?? IdentityContext.effectiveFileIdentity ?? .unmanaged
         return try withRawBytes(of: data) { (raw: UnsafeRawBufferPointer) throws(ProtectionError) -> Data in
@@ -63,8 +63,8 @@ public final class DataProtectionManager: Sendable {
     }
 
     /// The content of an envelope, authenticated; `data` itself when it is not an envelope.
-    /// - Throws: 100 malformed or truncated, 101 unknown version, 102 tampered or wrong key, 103 key missing
-    ///   (for example destroyed by a wipe), 104 invalid owner field.
+    /// - Throws: ``ProtectionError/invalidEnvelope(reason:)`` (100) malformed or truncated, ``ProtectionError/unsupportedVersion(_:)`` (101) unknown version, ``ProtectionError/authenticationFailed`` (102) tampered or wrong key, ``ProtectionError/keyNotFound(identity:keyID:)`` (103) key missing
+    ///   (for example destroyed by a wipe), ``ProtectionError/invalidIdentity(reason:)`` (104) invalid owner field.
     public func unprotect(_ data: Data) throws(ProtectionError) -> Data {
         try withRawBytes(of: data) { (raw: UnsafeRawBufferPointer) throws(ProtectionError) -> Data in
             try open(raw) ?? data
@@ -73,7 +73,7 @@ public final class DataProtectionManager: Sendable {
 
     /// The owner and encryption of an envelope, or `nil` when `data` is not an envelope. Reads the header only;
     /// it does not authenticate the body (``unprotect(_:)->Data`` does).
-    /// - Throws: 100, 101 or 104 for a malformed header.
+    /// - Throws: ``ProtectionError/invalidEnvelope(reason:)`` (100), ``ProtectionError/unsupportedVersion(_:)`` (101) or ``ProtectionError/invalidIdentity(reason:)`` (104) for a malformed header.
     public func protectionInfo(_ data: Data) throws(ProtectionError) -> ProtectionInfo? {
         try withRawBytes(of: data) { (raw: UnsafeRawBufferPointer) throws(ProtectionError) -> ProtectionInfo? in
             try DataEnvelope.parse(raw)?.info
@@ -90,7 +90,7 @@ public final class DataProtectionManager: Sendable {
     /// The inverse of the string `protect(_:identity:)`: decodes base64, unprotects, decodes UTF-8.
     ///
     /// A string that is not base64 of an envelope is returned unchanged (it is unprotected data).
-    /// - Throws: as ``unprotect(_:)``, and 100 when the content is not UTF-8.
+    /// - Throws: as ``unprotect(_:)``, and ``ProtectionError/invalidEnvelope(reason:)`` (100) when the content is not UTF-8.
     public func unprotect(_ string: String) throws(ProtectionError) -> String {
         guard let data = Data(base64Encoded: string), try protectionInfo(data) != nil else { return string }
         guard let text = String(validating: try unprotect(data), as: UTF8.self) else {

@@ -8,7 +8,7 @@ struct StreamEndpoints {
     let policy: any ManagedIdentityPolicy
 
     /// A sealer for `owner`, after ``ProtectedDataAccess/create`` was allowed.
-    /// - Throws: 100 a chunk size out of range; the policy's refusal; 103/104/107.
+    /// - Throws: ``ProtectionError/invalidEnvelope(reason:)`` (100) a chunk size out of range; the policy's refusal; ``ProtectionError/keyNotFound(identity:keyID:)`` (103), ``ProtectionError/invalidIdentity(reason:)`` (104) or ``ProtectionError/cryptoBackendFailure(_:)`` (107).
     func sealer(owner: Identity, chunkSize: Int) throws(ProtectionError) -> StreamSealer {
         guard (EncryptedFileFormat.minimumChunkSize...EncryptedFileFormat.maximumChunkSize).contains(chunkSize) else {
             throw .invalidEnvelope(reason: "chunk size \(chunkSize) outside 1...\(EncryptedFileFormat.maximumChunkSize)")

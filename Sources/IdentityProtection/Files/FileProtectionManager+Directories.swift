@@ -32,8 +32,8 @@ extension FileProtectionManager {
     /// Access: a directory that already has an owner is that owner's: changing or removing its owner modifies
     /// it (the caller must be allowed to modify the owner's data) and, for another owner, transfers it (the
     /// owner's data must be allowed to go there), as for a file.
-    /// - Throws: 105 no directory at `path`; the policy's refusal when `identity` may not get new data, or when
-    ///   the caller may not re-own the directory's current owner's directory; 106 the OS refused.
+    /// - Throws: ``ProtectionError/fileNotFound(path:)`` (105) no directory at `path`; the policy's refusal when `identity` may not get new data, or when
+    ///   the caller may not re-own the directory's current owner's directory; ``ProtectionError/ioFailure(path:operation:errno:)`` (106) the OS refused.
     public func protect(directory path: String, identity: Identity? = nil) throws(ProtectionError) {
         let owner = identity ?? IdentityContext.effectiveFileIdentity
         try policy.authorize(.create, to: owner)
@@ -46,7 +46,7 @@ extension FileProtectionManager {
     }
 
     /// The owner given to the directory at `path` with ``protect(directory:identity:)``, or `nil`.
-    /// - Throws: 105 no directory at `path`; 104 an unreadable recorded owner; 106 the OS refused.
+    /// - Throws: ``ProtectionError/fileNotFound(path:)`` (105) no directory at `path`; ``ProtectionError/invalidIdentity(reason:)`` (104) an unreadable recorded owner; ``ProtectionError/ioFailure(path:operation:errno:)`` (106) the OS refused.
     public func owner(ofDirectory path: String) throws(ProtectionError) -> Identity? {
         let path = try target(path)
         guard let info = try POSIX.statPath(path), POSIX.isDirectory(info) else { throw .fileNotFound(path: path) }

@@ -15,10 +15,10 @@ extension FileProtectionManager {
     ///
     /// When the policy manages that identity and requires file encryption, the file is written encrypted.
     /// An existing file keeps its permission bits; a new one gets `0600` when encrypted, `0644` otherwise.
-    /// - Throws: 105 `path` names a directory or other non-regular file; 106 the OS refused (a missing parent
-    ///   directory, a path under a regular file, a read-only file system); 103/107 key or crypto failures;
-    ///   108 the file belongs to another account that may not be handed to the caller (replacing it is a
-    ///   transfer, see ``protect(path:identity:)``); 109 an owner is blocked.
+    /// - Throws: ``ProtectionError/fileNotFound(path:)`` (105) `path` names a directory or other non-regular file; ``ProtectionError/ioFailure(path:operation:errno:)`` (106) the OS refused (a missing parent
+    ///   directory, a path under a regular file, a read-only file system); ``ProtectionError/keyNotFound(identity:keyID:)`` (103) or ``ProtectionError/cryptoBackendFailure(_:)`` (107) key or crypto failures;
+    ///   ``ProtectionError/accessDenied(identity:reader:)`` (108) the file belongs to another account that may not be handed to the caller (replacing it is a
+    ///   transfer, see ``protect(path:identity:)``); ``ProtectionError/accountBlocked(identity:reason:)`` (109) an owner is blocked.
     public func writeFile(atPath path: String, contents: Data) throws(ProtectionError) {
         let path = try target(path)
         let owner = try ownerForNewFile(at: path, explicit: nil)
@@ -56,7 +56,7 @@ extension FileProtectionManager {
 
     /// The plaintext of the file at `path`: decrypted and authenticated when it is encrypted, as stored
     /// otherwise.
-    /// - Throws: 105 no regular file; 100...104 a damaged or unreadable encrypted file; 106 the OS refused.
+    /// - Throws: ``ProtectionError/fileNotFound(path:)`` (105) no regular file; 100...104 a damaged or unreadable encrypted file; ``ProtectionError/ioFailure(path:operation:errno:)`` (106) the OS refused.
     public func readFile(atPath path: String) throws(ProtectionError) -> Data {
         let path = try target(path)
         let info = try regularFileInfo(path)
@@ -100,8 +100,8 @@ extension FileProtectionManager {
     /// > Note: The `FileHandle` is a plain descriptor: the access check decides the open, and the handle then
     /// > reads and writes as the operating system lets it, also after its owner is blocked. A
     /// > ``ProtectedFile`` asks the policy again on every operation.
-    /// - Throws: 110 the file must be encrypted; 105 missing (without ``FileOpenOptions/create``) or a
-    ///   directory; 108 the caller may not see the owner's data; 109 an owner is blocked; 106 the OS refused.
+    /// - Throws: ``ProtectionError/encryptionRequired(path:)`` (110) the file must be encrypted; ``ProtectionError/fileNotFound(path:)`` (105) missing (without ``FileOpenOptions/create``) or a
+    ///   directory; ``ProtectionError/accessDenied(identity:reader:)`` (108) the caller may not see the owner's data; ``ProtectionError/accountBlocked(identity:reason:)`` (109) an owner is blocked; ``ProtectionError/ioFailure(path:operation:errno:)`` (106) the OS refused.
     public func openFile(
         atPath path: String, options: FileOpenOptions, permissions: UInt16 = 0o644
     ) throws(ProtectionError) -> FileHandle {

@@ -30,10 +30,10 @@ extension FileProtectionManager {
     ///   - identity: the envelope's owner; `nil` means the caller's effective file identity, and if that is
     ///     `nil` too, `Identity.unmanaged`.
     ///   - chunkSize: plaintext bytes per record, 1 byte ... 16 MiB; `nil` means ``chunkSize``.
-    /// - Throws: 105 no regular file at `sourcePath`, or something other than a regular file at
-    ///   `destinationPath`; 108 a refused read, modification or transfer; 109 an owner is blocked; 115 the
-    ///   policy is not loaded; 100 a chunk size out of range; 100...104 a damaged encrypted source; 103/107 key
-    ///   or crypto failures; 106 the OS refused. On any error the destination is untouched.
+    /// - Throws: ``ProtectionError/fileNotFound(path:)`` (105) no regular file at `sourcePath`, or something other than a regular file at
+    ///   `destinationPath`; ``ProtectionError/accessDenied(identity:reader:)`` (108) a refused read, modification or transfer; ``ProtectionError/accountBlocked(identity:reason:)`` (109) an owner is blocked; ``ProtectionError/policyUnavailable(reason:)`` (115) the
+    ///   policy is not loaded; ``ProtectionError/invalidEnvelope(reason:)`` (100) a chunk size out of range; 100...104 a damaged encrypted source; ``ProtectionError/keyNotFound(identity:keyID:)`` (103) or ``ProtectionError/cryptoBackendFailure(_:)`` (107) key
+    ///   or crypto failures; ``ProtectionError/ioFailure(path:operation:errno:)`` (106) the OS refused. On any error the destination is untouched.
     public func protect(
         fileAtPath sourcePath: String, toPath destinationPath: String, identity: Identity? = nil,
         chunkSize: Int? = nil
@@ -90,11 +90,11 @@ extension FileProtectionManager {
     /// envelope owner other than the source's recorded owner is transferred to the recorded owner; a file
     /// already at `destinationPath` is replaced, which modifies its owner's data and, for another owner,
     /// transfers it. All of it is decided before a byte is written.
-    /// - Throws: 105 no regular file at `sourcePath`, or something other than a regular file at
-    ///   `destinationPath`; 108 a refused read, modification or transfer; 109 an owner is blocked; 115 the
-    ///   policy is not loaded; 100 malformed, truncated or trailing bytes, or a file in another of the
-    ///   runtime's formats; 101 version; 102 tampered, reordered or dropped record; 103 key missing; 104 owner
-    ///   field; 106 the OS refused. The destination is untouched on any error.
+    /// - Throws: ``ProtectionError/fileNotFound(path:)`` (105) no regular file at `sourcePath`, or something other than a regular file at
+    ///   `destinationPath`; ``ProtectionError/accessDenied(identity:reader:)`` (108) a refused read, modification or transfer; ``ProtectionError/accountBlocked(identity:reason:)`` (109) an owner is blocked; ``ProtectionError/policyUnavailable(reason:)`` (115) the
+    ///   policy is not loaded; ``ProtectionError/invalidEnvelope(reason:)`` (100) malformed, truncated or trailing bytes, or a file in another of the
+    ///   runtime's formats; ``ProtectionError/unsupportedVersion(_:)`` (101) version; ``ProtectionError/authenticationFailed`` (102) tampered, reordered or dropped record; ``ProtectionError/keyNotFound(identity:keyID:)`` (103) key missing; ``ProtectionError/invalidIdentity(reason:)`` (104) owner
+    ///   field; ``ProtectionError/ioFailure(path:operation:errno:)`` (106) the OS refused. The destination is untouched on any error.
     public func unprotect(fileAtPath sourcePath: String, toPath destinationPath: String) throws(ProtectionError) {
         let source = try target(sourcePath)
         let destination = try target(destinationPath)
@@ -132,7 +132,7 @@ extension FileProtectionManager {
     static var streamPieceSize: Int { 1 << 20 }
 
     /// The owner named by the stream envelope at the start of `fd`, or `nil` when the file is not one.
-    /// - Throws: 100 a truncated header or another of the runtime's formats; 101, 104 as the header says.
+    /// - Throws: ``ProtectionError/invalidEnvelope(reason:)`` (100) a truncated header or another of the runtime's formats; ``ProtectionError/unsupportedVersion(_:)`` (101), ``ProtectionError/invalidIdentity(reason:)`` (104) as the header says.
     private func streamOwner(fd: Int32, path: String) throws(ProtectionError) -> Identity? {
         guard lseek(fd, 0, SEEK_SET) == 0 else { throw POSIX.failure(path, "lseek") }
         var prefix: [UInt8] = []
@@ -153,7 +153,7 @@ extension FileProtectionManager {
 
     /// The checks before whatever is at `path` is replaced by data of `newOwner`; returns the `stat` of the
     /// file there, `nil` when there is none (nothing to check).
-    /// - Throws: 105 something other than a regular file is there; the refusals of
+    /// - Throws: ``ProtectionError/fileNotFound(path:)`` (105) something other than a regular file is there; the refusals of
     ///   ``authorizeHandOver(of:to:)``.
     func authorizeReplacing(_ path: String, newOwner: Identity?) throws(ProtectionError) -> stat? {
         guard let existing = try destinationInfo(path) else { return nil }

@@ -75,9 +75,9 @@ public final class FileProtectionManager: Sendable {
     ///
     /// A wipe that a crash cut short on the same state directory is finished before the initializer returns
     /// (see ``removeFiles(ownedBy:)``).
-    /// - Throws: 106 when the state directory cannot be created; 114 when it belongs to another user, lies below
+    /// - Throws: ``ProtectionError/ioFailure(path:operation:errno:)`` (106) when the state directory cannot be created; ``ProtectionError/insecureDirectory(path:reason:)`` (114) when it belongs to another user, lies below
     ///   a directory another user could write to (as for ``FileKeyStore/init(directory:)``), or cannot be
-    ///   tightened to `0700`; 100 for a chunk size out of range; the
+    ///   tightened to `0700`; ``ProtectionError/invalidEnvelope(reason:)`` (100) for a chunk size out of range; the
     ///   failure of an interrupted wipe it could not finish.
     public init(
         roots: [String], keyStore: any KeyStore, policy: any ManagedIdentityPolicy, stateDirectory: String,
@@ -131,8 +131,8 @@ public final class FileProtectionManager: Sendable {
     /// A file's owner never changes in place: a file given to another owner is written anew (atomically, as
     /// the encryption does), so a ``ProtectedFile`` still open on it keeps the previous owner's content and
     /// never sees what the new owner writes.
-    /// - Throws: 105 no regular file at `path`, 104 the unmanaged identity cannot own an encrypted file,
-    ///   100...103 a damaged encrypted file, 106 the OS refused, 108 the transfer is not allowed, 109 an
+    /// - Throws: ``ProtectionError/fileNotFound(path:)`` (105) no regular file at `path`, ``ProtectionError/invalidIdentity(reason:)`` (104) the unmanaged identity cannot own an encrypted file,
+    ///   100...103 a damaged encrypted file, ``ProtectionError/ioFailure(path:operation:errno:)`` (106) the OS refused, ``ProtectionError/accessDenied(identity:reader:)`` (108) the transfer is not allowed, ``ProtectionError/accountBlocked(identity:reason:)`` (109) an
     ///   owner is blocked.
     public func protect(path: String, identity: Identity? = nil) throws(ProtectionError) {
         let owner = identity ?? IdentityContext.effectiveFileIdentity
@@ -170,8 +170,8 @@ public final class FileProtectionManager: Sendable {
     /// The owner and encryption of the regular file at `path`, or `nil` when it has no owner.
     ///
     /// For an encrypted file the owner named in its header; otherwise the recorded owner.
-    /// - Throws: 105 no regular file at `path` (missing, a directory, a path under a regular file); 100, 101
-    ///   or 104 for a damaged encrypted-file header; 106 the OS refused.
+    /// - Throws: ``ProtectionError/fileNotFound(path:)`` (105) no regular file at `path` (missing, a directory, a path under a regular file); ``ProtectionError/invalidEnvelope(reason:)`` (100), ``ProtectionError/unsupportedVersion(_:)`` (101)
+    ///   or ``ProtectionError/invalidIdentity(reason:)`` (104) for a damaged encrypted-file header; ``ProtectionError/ioFailure(path:operation:errno:)`` (106) the OS refused.
     public func protectionInfo(path: String) throws(ProtectionError) -> ProtectionInfo? {
         let path = try target(path)
         let info = try regularFileInfo(path)
@@ -181,7 +181,7 @@ public final class FileProtectionManager: Sendable {
     }
 
     /// Whether the regular file at `path` is in the encrypted-file format (it starts with the magic).
-    /// - Throws: 105 no regular file at `path`; 106 it cannot be read.
+    /// - Throws: ``ProtectionError/fileNotFound(path:)`` (105) no regular file at `path`; ``ProtectionError/ioFailure(path:operation:errno:)`` (106) it cannot be read.
     public func isFileEncrypted(path: String) throws(ProtectionError) -> Bool {
         let path = try target(path)
         _ = try regularFileInfo(path)
@@ -203,9 +203,9 @@ public final class FileProtectionManager: Sendable {
     /// format (version 1), which is rewritten in the current one; one encrypted for another identity is
     /// re-encrypted (authenticated while it is read). A file of another account is a transfer between them
     /// (see ``protect(path:identity:)``).
-    /// - Throws: 104 the identity is missing, unmanaged or not managed by the policy; 105 no regular file;
-    ///   100...103 a damaged encrypted file; 106 the OS refused (the original is then untouched); 108 the
-    ///   transfer is not allowed; 109 an owner is blocked.
+    /// - Throws: ``ProtectionError/invalidIdentity(reason:)`` (104) the identity is missing, unmanaged or not managed by the policy; ``ProtectionError/fileNotFound(path:)`` (105) no regular file;
+    ///   100...103 a damaged encrypted file; ``ProtectionError/ioFailure(path:operation:errno:)`` (106) the OS refused (the original is then untouched); ``ProtectionError/accessDenied(identity:reader:)`` (108) the
+    ///   transfer is not allowed; ``ProtectionError/accountBlocked(identity:reason:)`` (109) an owner is blocked.
     public func encryptFile(path: String, for identity: Identity? = nil) throws(ProtectionError) {
         guard let owner = identity ?? IdentityContext.effectiveFileIdentity else {
             throw .invalidIdentity(reason: "no identity to encrypt for: pass one or set a thread or process identity")
@@ -257,8 +257,8 @@ public final class FileProtectionManager: Sendable {
     ///
     /// Access: a read of the owner's data and a modification of it (the file is rewritten), asked for a file
     /// in the clear as well (then nothing is rewritten).
-    /// - Throws: 108 the caller may not read or modify the owner's data; 105 no regular file; 100 malformed or truncated; 101 version; 102 tampered, reordered or
-    ///   dropped chunk; 103 the owner's key is gone; 104 bad owner field; 106 the OS refused.
+    /// - Throws: ``ProtectionError/accessDenied(identity:reader:)`` (108) the caller may not read or modify the owner's data; ``ProtectionError/fileNotFound(path:)`` (105) no regular file; ``ProtectionError/invalidEnvelope(reason:)`` (100) malformed or truncated; ``ProtectionError/unsupportedVersion(_:)`` (101) version; ``ProtectionError/authenticationFailed`` (102) tampered, reordered or
+    ///   dropped chunk; ``ProtectionError/keyNotFound(identity:keyID:)`` (103) the owner's key is gone; ``ProtectionError/invalidIdentity(reason:)`` (104) bad owner field; ``ProtectionError/ioFailure(path:operation:errno:)`` (106) the OS refused.
     public func decryptFile(path: String) throws(ProtectionError) {
         try decrypt(path: path, access: nil)
     }
@@ -288,8 +288,8 @@ public final class FileProtectionManager: Sendable {
     ///
     /// Access: reading `path` is a read of its owner's data; a file already at `copyPath` is replaced, which
     /// modifies its owner's data and, for another owner, transfers it (as ``writeFile(atPath:contents:)`` over it).
-    /// - Throws: as ``decryptFile(path:)``; 108 when the file at `copyPath` may not be replaced by the caller;
-    ///   106 when `copyPath` cannot be written.
+    /// - Throws: as ``decryptFile(path:)``; ``ProtectionError/accessDenied(identity:reader:)`` (108) when the file at `copyPath` may not be replaced by the caller;
+    ///   ``ProtectionError/ioFailure(path:operation:errno:)`` (106) when `copyPath` cannot be written.
     public func decryptFile(path: String, toCopyPath copyPath: String) throws(ProtectionError) {
         let path = try target(path)
         let copyPath = try target(copyPath)
@@ -323,7 +323,7 @@ public final class FileProtectionManager: Sendable {
     /// checks, the owner records and the write are all about the same file (a link is never replaced
     /// itself: writing through it writes the file it points to). A path that does not exist yet resolves
     /// through its directory.
-    /// - Throws: 116 the path lies in the state directory or the key store's directory; 105 a link that
+    /// - Throws: ``ProtectionError/reservedPath(path:)`` (116) the path lies in the state directory or the key store's directory; ``ProtectionError/fileNotFound(path:)`` (105) a link that
     ///   points nowhere.
     func target(_ path: String) throws(ProtectionError) -> String {
         let absolute = Paths.absolute(path)

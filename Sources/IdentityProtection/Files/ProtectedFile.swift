@@ -130,7 +130,7 @@ public final class ProtectedFile: Sendable {
 
     /// Reads up to `count` bytes at the current offset and moves the offset past them; fewer only at the end
     /// of the file, none at or past it.
-    /// - Throws: 111 closed; 106 not open for reading or the OS failed; 100/102 a damaged or tampered chunk;
+    /// - Throws: ``ProtectionError/fileClosed(path:)`` (111) closed; ``ProtectionError/ioFailure(path:operation:errno:)`` (106) not open for reading or the OS failed; ``ProtectionError/invalidEnvelope(reason:)`` (100) or ``ProtectionError/authenticationFailed`` (102) a damaged or tampered chunk;
     ///   the policy's refusal of the read (``ProtectionError/accountBlocked(identity:reason:)`` (109) a blocked owner
     ///   or opener, ``ProtectionError/accessDenied(identity:reader:)`` (108), ``ProtectionError/policyUnavailable(reason:)`` (115)).
     public func read(upToCount count: Int) throws(ProtectionError) -> [UInt8] {
@@ -164,8 +164,8 @@ public final class ProtectedFile: Sendable {
 
     /// Writes `bytes` at the current offset (at the end with ``FileOpenOptions/append``) and moves the offset
     /// past them. Writing past the end fills the gap with zeros.
-    /// - Throws: 111 closed; 106 not open for writing or the OS failed; 112 beyond the format's reach;
-    ///   100/102 a damaged chunk that the write only partly covers; the policy's refusal of the modification.
+    /// - Throws: ``ProtectionError/fileClosed(path:)`` (111) closed; ``ProtectionError/ioFailure(path:operation:errno:)`` (106) not open for writing or the OS failed; ``ProtectionError/invalidOffset(path:offset:)`` (112) beyond the format's reach;
+    ///   ``ProtectionError/invalidEnvelope(reason:)`` (100) or ``ProtectionError/authenticationFailed`` (102) a damaged chunk that the write only partly covers; the policy's refusal of the modification.
     public func write(_ bytes: UnsafeRawBufferPointer) throws(ProtectionError) {
         try state.withLock { (state: inout State) throws(ProtectionError) in
             let offset = appends ? try size(&state) : state.offset
@@ -211,7 +211,7 @@ public final class ProtectedFile: Sendable {
     }
 
     /// Moves the current offset; past the end is allowed (a later write fills the gap with zeros).
-    /// - Throws: 111 closed.
+    /// - Throws: ``ProtectionError/fileClosed(path:)`` (111) closed.
     public func seek(to offset: UInt64) throws(ProtectionError) {
         try state.withLock { (state: inout State) throws(ProtectionError) in
             guard state.fd != nil else { throw .fileClosed(path: path) }
@@ -220,7 +220,7 @@ public final class ProtectedFile: Sendable {
     }
 
     /// Moves the current offset to the end of the file and returns it.
-    /// - Throws: 111 closed; 106 the OS failed.
+    /// - Throws: ``ProtectionError/fileClosed(path:)`` (111) closed; ``ProtectionError/ioFailure(path:operation:errno:)`` (106) the OS failed.
     @discardableResult
     public func seekToEnd() throws(ProtectionError) -> UInt64 {
         try state.withLock { (state: inout State) throws(ProtectionError) -> UInt64 in
@@ -230,13 +230,13 @@ public final class ProtectedFile: Sendable {
     }
 
     /// The length of the content in bytes (for an encrypted file, the authenticated plaintext length).
-    /// - Throws: 111 closed; 106 the OS failed.
+    /// - Throws: ``ProtectionError/fileClosed(path:)`` (111) closed; ``ProtectionError/ioFailure(path:operation:errno:)`` (106) the OS failed.
     public func size() throws(ProtectionError) -> UInt64 {
         try state.withLock { (state: inout State) throws(ProtectionError) -> UInt64 in try size(&state) }
     }
 
     /// Cuts the content to `length` bytes, or extends it with zeros. The current offset is unchanged.
-    /// - Throws: 111 closed; 106 not open for writing or the OS failed; 112 beyond the format's reach; the
+    /// - Throws: ``ProtectionError/fileClosed(path:)`` (111) closed; ``ProtectionError/ioFailure(path:operation:errno:)`` (106) not open for writing or the OS failed; ``ProtectionError/invalidOffset(path:offset:)`` (112) beyond the format's reach; the
     ///   policy's refusal of the modification.
     public func truncate(to length: UInt64) throws(ProtectionError) {
         try state.withLock { (state: inout State) throws(ProtectionError) in
@@ -251,7 +251,7 @@ public final class ProtectedFile: Sendable {
     }
 
     /// Makes every write so far durable (`fsync(2)`).
-    /// - Throws: 111 closed; 106 the OS failed.
+    /// - Throws: ``ProtectionError/fileClosed(path:)`` (111) closed; ``ProtectionError/ioFailure(path:operation:errno:)`` (106) the OS failed.
     public func synchronize() throws(ProtectionError) {
         try state.withLock { (state: inout State) throws(ProtectionError) in
             guard let fd = state.fd else { throw .fileClosed(path: path) }
@@ -441,9 +441,9 @@ extension FileProtectionManager {
     ///     identity, else the enclosing directory's owner, else the process identity (see
     ///     ``protect(directory:identity:)``). Ignored when an existing file is opened without truncation.
     ///   - permissions: mode bits of a newly created file (before the process umask).
-    /// - Throws: 105 missing (without ``FileOpenOptions/create``) or not a regular file; the policy's refusal
-    ///   (for example 108 `accessDenied`) for an owner the caller may not create or read data for; 100...104
-    ///   a damaged encrypted file or a missing key; 106 the OS refused.
+    /// - Throws: ``ProtectionError/fileNotFound(path:)`` (105) missing (without ``FileOpenOptions/create``) or not a regular file; the policy's refusal
+    ///   (for example ``ProtectionError/accessDenied(identity:reader:)`` (108)) for an owner the caller may not create or read data for; 100...104
+    ///   a damaged encrypted file or a missing key; ``ProtectionError/ioFailure(path:operation:errno:)`` (106) the OS refused.
     public func openProtectedFile(
         atPath path: String, options: FileOpenOptions = [.read, .write], owner: Identity? = nil,
         permissions: UInt16 = 0o600

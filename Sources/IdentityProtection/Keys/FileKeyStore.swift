@@ -67,7 +67,7 @@ public final class FileKeyStore: KeyStore {
     /// - Throws: ``ProtectionError/insecureDirectory(path:reason:)`` (114) when it belongs to another user,
     ///   cannot be tightened, or lies below a directory another user could write to (one that belongs to
     ///   another user than root or this one, or that is group- or world-writable without the sticky bit);
-    ///   106 when it cannot be created.
+    ///   ``ProtectionError/ioFailure(path:operation:errno:)`` (106) when it cannot be created.
     public init(directory: String) throws(ProtectionError) {
         let absolute = Paths.absolute(directory)
         self.directory = try POSIX.makePrivateDirectory(absolute)
