@@ -21,6 +21,8 @@
 #   .build-integrations-release Integrations/IdentityNIO's release bench, identity-nio-bench (the NIO callgrind
 #                               gate, full lane)
 #   Fuzz/.build-fuzz, Checks/SwiftCrypto/.build, Benchmarks/.build   their own packages (full lane)
+#   .build-docs                 the DocC archives and the symbol graphs they are built from (scripts/build-docs.sh,
+#                               which reads the debug build's modules with the same flags: it compiles nothing)
 # Environment: IDENTITY_STRESS_SEED (the stress runs' and the Ed25519 differential run's seed; default random, printed), IDENTITY_FUZZ_SECONDS
 # (per fuzz target, default 30), IDENTITY_LOAD_REQUESTS (default 20000).
 
@@ -112,6 +114,11 @@ step_build() {
     swift build --build-tests "${debug_flags[@]}"
 }
 
+# The DocC catalogs (Sources/M/M.docc), built with the toolchain's docc; any docc warning fails the step.
+step_docs() {
+    scripts/build-docs.sh
+}
+
 step_verify() {
     swift run "${debug_flags[@]}" identity-harness verify
 }
@@ -196,6 +203,7 @@ step_postgres() {
 # The landing lane's steps, in order; the full lane runs them first.
 landing_lane() {
     ci_step "debug build (warnings are errors; every later debug step uses the same flags)" step_build
+    ci_step "DocC catalogs: scripts/build-docs.sh (docc warnings are errors)" step_docs
     ci_step "identity-harness verify: the propagation table, live" step_verify
     ci_step "examples: LegacyBridge, MultiTenantService, MultiIdentityClient" step_examples
     ci_step "swift test (the README's test command)" step_test
