@@ -49,7 +49,7 @@ extension PolicyManager {
     /// - a read by an effective file identity that may not see the owner's data
     ///   (``isDataTransferAllowed(from:to:)``), while ``RuntimeSettings/dataIsolation`` is on:
     ///   `ProtectionError.accessDenied(identity:reader:)` (108);
-    /// - a transfer (re-owning) that ``isDataTransferAllowed(from:to:)`` does not allow: 108.
+    /// - a transfer (re-owning) that ``isDataTransferAllowed(from:to:)`` does not allow: `ProtectionError.accessDenied(identity:reader:)` (108).
     public func refusal(of access: ProtectedDataAccess, to owner: Identity) -> ProtectionError? {
         state.withLock { state -> ProtectionError? in
             guard state.policiesLoaded else {

@@ -36,7 +36,7 @@ struct DataEnvelope {
     }
 
     /// Parses the envelope structure. `nil`: `bytes` is not an envelope (unprotected data).
-    /// - Throws: 100 (malformed, truncated, trailing bytes), 101 (version), 104 (owner field).
+    /// - Throws: ``ProtectionError/invalidEnvelope(reason:)`` (100) (malformed, truncated, trailing bytes), ``ProtectionError/unsupportedVersion(_:)`` (101) (version), ``ProtectionError/invalidIdentity(reason:)`` (104) (owner field).
     static func parse(_ bytes: UnsafeRawBufferPointer) throws(ProtectionError) -> DataEnvelope? {
         switch EnvelopeFormat.match(bytes, magic: EnvelopeFormat.dataMagic, others: true) {
         case .none: return nil

@@ -35,8 +35,8 @@ extension DataProtectionManager {
     /// > Warning: Bytes of earlier records have been yielded by the time a later record fails; a consumer
     /// > that must not act on a partial payload writes to a temporary place until the sequence ends without
     /// > an error (``FileProtectionManager/unprotect(fileAtPath:toPath:)`` does that).
-    /// - Throws while iterating: what `source` throws; the policy's refusal; 100 malformed, truncated or
-    ///   trailing bytes; 101 version; 102 tampered, reordered or dropped record; 103 key missing; 104 owner
+    /// - Throws while iterating: what `source` throws; the policy's refusal; ``ProtectionError/invalidEnvelope(reason:)`` (100) malformed, truncated or
+    ///   trailing bytes; ``ProtectionError/unsupportedVersion(_:)`` (101) version; ``ProtectionError/authenticationFailed`` (102) tampered, reordered or dropped record; ``ProtectionError/keyNotFound(identity:keyID:)`` (103) key missing; ``ProtectionError/invalidIdentity(reason:)`` (104) owner
     ///   field.
     public func unprotect<Source: AsyncSequence>(
         _ source: Source

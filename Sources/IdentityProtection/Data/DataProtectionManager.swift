@@ -29,8 +29,8 @@ import IdentityRuntime
 ///   that did not authenticate.
 ///
 /// > Note: Data that is a proper prefix of the 8-byte envelope magic (`89 49 44 50 44 0D 0A 1A`), for example
-/// > the single byte `0x89`, is taken as a truncated envelope (error 100), not as unprotected data; so is data
-/// > in another of the runtime's formats (a protected stream, an encrypted file): error 100, never its bytes.
+/// > the single byte `0x89`, is taken as a truncated envelope (``ProtectionError/invalidEnvelope(reason:)`` (100)), not as unprotected data; so is data
+/// > in another of the runtime's formats (a protected stream, an encrypted file): ``ProtectionError/invalidEnvelope(reason:)`` (100), never its bytes.
 ///
 /// Thread-safe: call it from any number of threads and tasks at once.
 public final class DataProtectionManager: Sendable {

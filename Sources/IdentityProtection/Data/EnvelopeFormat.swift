@@ -175,7 +175,7 @@ struct ByteReader {
     }
 
     /// The fields every header starts with, for a format that reads several `versions`.
-    /// - Throws: 101 a version outside `versions`; 100 truncated; 104 a bad owner field.
+    /// - Throws: ``ProtectionError/unsupportedVersion(_:)`` (101) a version outside `versions`; ``ProtectionError/invalidEnvelope(reason:)`` (100) truncated; ``ProtectionError/invalidIdentity(reason:)`` (104) a bad owner field.
     mutating func commonHeader(
         magic: [UInt8], versions: ClosedRange<UInt8>
     ) throws(ProtectionError) -> (version: UInt8, flags: UInt8, owner: Identity) {

@@ -83,7 +83,7 @@ struct EncryptedChunkStore: Sendable {
     }
 
     /// Opens an existing encrypted file whose header was read from `fd`: reads the size record.
-    /// - Throws: 100 no size record (the file is cut inside it) or an impossible length; 102 neither size
+    /// - Throws: ``ProtectionError/invalidEnvelope(reason:)`` (100) no size record (the file is cut inside it) or an impossible length; ``ProtectionError/authenticationFailed`` (102) neither size
     ///   record authenticates.
     init(opening fd: Int32, path: String, header: EncryptedFileFormat.Header, key: ProtectionKey, writable: Bool) throws(ProtectionError) {
         self.fd = fd
@@ -136,7 +136,7 @@ struct EncryptedChunkStore: Sendable {
     /// Version 1: counts the chunk records from the file's size and authenticates the last one as the final
     /// chunk, which proves the content length (a file cut at a record boundary fails here, as its new last
     /// record was not sealed as final).
-    /// - Throws: 100 the file is cut inside the header or a tag; 102 the last record is not the final chunk.
+    /// - Throws: ``ProtectionError/invalidEnvelope(reason:)`` (100) the file is cut inside the header or a tag; ``ProtectionError/authenticationFailed`` (102) the last record is not the final chunk.
     private mutating func openLegacy() throws(ProtectionError) {
         let size = Int64(try POSIX.fstatFD(fd, path: path).st_size)
         let body = size - Int64(header.bytes.count)

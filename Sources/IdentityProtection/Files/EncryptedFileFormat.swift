@@ -150,7 +150,7 @@ enum EncryptedFileFormat {
     }
 
     /// Version 1: opens chunk `index` of a file from its record (ciphertext and tag, nothing after).
-    /// - Throws: 100 a record shorter than its tag; 102 it does not authenticate at that index and finality.
+    /// - Throws: ``ProtectionError/invalidEnvelope(reason:)`` (100) a record shorter than its tag; ``ProtectionError/authenticationFailed`` (102) it does not authenticate at that index and finality.
     static func openLegacyRecord(
         _ record: UnsafeRawBufferPointer, index: UInt64, final: Bool, header: Header, fileKey: [UInt8]
     ) throws(ProtectionError) -> [UInt8] {
@@ -223,7 +223,7 @@ enum EncryptedFileFormat {
     }
 
     /// Opens a record read from a slot (it may carry stale bytes after its end), bound to `index`.
-    /// - Throws: 100 when the slot is empty, cut short or its length field is impossible; 102 when it does not
+    /// - Throws: ``ProtectionError/invalidEnvelope(reason:)`` (100) when the slot is empty, cut short or its length field is impossible; ``ProtectionError/authenticationFailed`` (102) when it does not
     ///   authenticate.
     static func openRecord(
         _ slot: UnsafeRawBufferPointer, index: UInt64, header: Header, fileKey: [UInt8], maximumLength: Int

@@ -40,7 +40,7 @@ struct FileOwnerStore: Sendable {
     }
 
     /// The recorded owner of the file at `path` whose `stat` is `info`, or `nil`.
-    /// - Throws: 104 when the recorded value is not a valid identity.
+    /// - Throws: ``ProtectionError/invalidIdentity(reason:)`` (104) when the recorded value is not a valid identity.
     func owner(path: String, info: stat) throws(ProtectionError) -> Identity? {
         if storage == .automatic {
             switch try POSIX.getXattr(path, FileOwnerStore.attributeName) {

@@ -36,7 +36,9 @@ extension FileProtectionManager {
     /// is `PolicyManager.wipeData(forAccount:)`, which blocks the account first and then removes its files as
     /// the policy that decided it.
     /// - Returns: the absolute paths deleted, sorted.
-    /// - Throws: ``ProtectionError/invalidIdentity(reason:)`` (104) for the unmanaged identity (it is not an account); the policy's refusal (108, ``ProtectionError/accountBlocked(identity:reason:)`` (109), 115),
+    /// - Throws: ``ProtectionError/invalidIdentity(reason:)`` (104) for the unmanaged identity (it is not an account); the policy's refusal
+    ///   (``ProtectionError/accessDenied(identity:reader:)`` (108), ``ProtectionError/accountBlocked(identity:reason:)`` (109),
+    ///   ``ProtectionError/policyUnavailable(reason:)`` (115)),
     ///   with nothing deleted; otherwise the first failure, after everything else was done.
     @discardableResult
     public func removeFiles(ownedBy identity: Identity) throws(ProtectionError) -> [String] {

@@ -40,7 +40,7 @@ import Darwin
 /// ## Random access
 /// ``openProtectedFile(atPath:options:owner:permissions:)`` returns a ``ProtectedFile``: reads and writes at any
 /// offset, encrypted in authenticated chunks when required. ``openFile(atPath:options:permissions:)`` hands out
-/// a plain `FileHandle` only for files stored in the clear, and refuses (110) files that must be encrypted.
+/// a plain `FileHandle` only for files stored in the clear, and refuses files that must be encrypted (``ProtectionError/encryptionRequired(path:)`` (110)).
 ///
 /// Thread-safe: call it from any number of threads and tasks at once. Two writers of the *same* path race
 /// as they would with `rename(2)`: the last rename wins, and neither file is torn.

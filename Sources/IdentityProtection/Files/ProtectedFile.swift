@@ -43,8 +43,9 @@ import Darwin
 ///
 /// The handle stays under the gate after it is opened: every read asks the policy for a read of the owner's
 /// data by the identity that opened the handle (``opener``), every write and truncation for a modification,
-/// whichever thread or task uses the handle. So a handle stops working (the policy's refusal: 109 a blocked
-/// owner, 108 a blocked opener, 115) as soon as its owner or its opener is blocked, or the policy changes so
+/// whichever thread or task uses the handle. So a handle stops working (the policy's refusal:
+/// ``ProtectionError/accountBlocked(identity:reason:)`` (109) a blocked owner, ``ProtectionError/accessDenied(identity:reader:)`` (108) a blocked
+/// opener, ``ProtectionError/policyUnavailable(reason:)`` (115) the policy is not loaded) as soon as its owner or its opener is blocked, or the policy changes so
 /// that the access is no longer allowed; it works again when the refusal clears. A file's owner never changes
 /// under an open handle: ``FileProtectionManager/protect(path:identity:)`` writes a file it gives to another
 /// owner anew.
@@ -53,7 +54,7 @@ import Darwin
 /// Content is stored in chunks of ``FileProtectionManager/chunkSize`` bytes, each sealed with AES-256-GCM
 /// under a key derived for this file, with a fresh random nonce on every write, and bound to its file and
 /// position. Reading a chunk that was moved from another file or position, a tail cut off, or a chunk torn by a
-/// crash is a ``ProtectionError`` (100 or 102), never wrong bytes. Rewriting a chunk writes the new record into
+/// crash is a ``ProtectionError`` (``ProtectionError/invalidEnvelope(reason:)`` (100) or ``ProtectionError/authenticationFailed`` (102)), never wrong bytes. Rewriting a chunk writes the new record into
 /// the chunk's other slot, so a crash mid-write leaves its previous content readable.
 ///
 /// ## Durability
