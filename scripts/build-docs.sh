@@ -36,7 +36,8 @@ mkdir -p "$graphs"
 # The landing lane's debug flags (.ci/lib.sh): the same build folder, nothing recompiled after its build.
 swift package -Xswiftc -warnings-as-errors dump-symbol-graph --minimum-access-level public >"$output/dump-symbol-graph.log" 2>&1 \
     || { cat "$output/dump-symbol-graph.log" >&2; exit 1; }
-all_graphs="$(swift build -Xswiftc -warnings-as-errors --show-bin-path)/../symbolgraph"
+all_graphs="$(sed -n 's/^Files written to //p' "$output/dump-symbol-graph.log" | tail -n 1)"
+[ -d "$all_graphs" ] || all_graphs="$(swift build -Xswiftc -warnings-as-errors --show-bin-path)/../symbolgraph"
 
 failed=0
 for module in "${modules[@]}"; do
