@@ -87,8 +87,8 @@ struct AccessModel: Sendable {
     }
 
     /// A read of `owner`'s data by `caller`, or a modification that keeps its owner: data with no owner or
-    /// owned by `""` is everyone's; a blocked owner refuses all (109); a blocked caller reads nothing owned
-    /// (108); otherwise the owner's level decides (108).
+    /// owned by `""` is everyone's; a blocked owner refuses all (`ProtectionError.accountBlocked(identity:reason:)` (109)); a blocked caller reads nothing owned
+    /// (`ProtectionError.accessDenied(identity:reader:)` (108)); otherwise the owner's level decides (108).
     func read(owner: Identity?, by caller: Identity?, _ blocks: BlockBoard.Snapshot) -> Set<Int> {
         guard let owner, !owner.isUnmanaged else { return [] }
         if isBlocked(owner, blocks) { return [109] }
@@ -96,14 +96,15 @@ struct AccessModel: Sendable {
         return levelAllows(owner: owner, reader: caller) ? [] : [108]
     }
 
-    /// `owner`'s data given to `recipient`: refused when either is blocked (109), else by the owner's level (108).
+    /// `owner`'s data given to `recipient`: refused when either is blocked (`ProtectionError.accountBlocked(identity:reason:)` (109)),
+    /// else by the owner's level (`ProtectionError.accessDenied(identity:reader:)` (108)).
     func transfer(owner: Identity?, to recipient: Identity?, _ blocks: BlockBoard.Snapshot) -> Set<Int> {
         guard let owner, !owner.isUnmanaged else { return [] }
         if isBlocked(owner, blocks) || isBlocked(recipient, blocks) { return [109] }
         return levelAllows(owner: owner, reader: recipient) ? [] : [108]
     }
 
-    /// New data for `owner`: refused only for a blocked owner (109).
+    /// New data for `owner`: refused only for a blocked owner (`ProtectionError.accountBlocked(identity:reason:)` (109)).
     func create(for owner: Identity?, _ blocks: BlockBoard.Snapshot) -> Set<Int> {
         isBlocked(owner, blocks) ? [109] : []
     }
@@ -119,7 +120,7 @@ struct AccessModel: Sendable {
         !isBlocked(source, blocks) && !isBlocked(target, blocks) && levelAllows(owner: source, reader: target)
     }
 
-    /// Any operation on `owner`'s data through a manager whose policy source has never loaded: 115 unless the
+    /// Any operation on `owner`'s data through a manager whose policy source has never loaded: `ProtectionError.policyUnavailable(reason:)` (115) unless the
     /// data has no owner or is `""`'s.
     func unloaded(owner: Identity?) -> Set<Int> {
         guard let owner, !owner.isUnmanaged else { return [] }

@@ -17,7 +17,7 @@ import Synchronization
 /// in-place decryption), while accounts are blocked and unblocked under them, and through a second manager
 /// whose policy source has never loaded. Each outcome is checked against a model of the access matrix
 /// (Sources/IdentityPolicy/IdentityPolicy.docc/ServiceBoundary.md) written from the configuration alone (not by asking the runtime): which refusal
-/// codes (108, 109, 115) the matrix gives, or none. Any other outcome, or another code, is a violation. Counted
+/// codes (108 `accessDenied`, 109 `accountBlocked`, 115 `policyUnavailable`) the matrix gives, or none. Any other outcome, or another code, is a violation. Counted
 /// apart: plaintext returned where it was not allowed (bytes), another account's data changed where the rules
 /// refuse it, and plaintext at rest written by an implicit write (not `decryptFile`, which stores plaintext on
 /// request) for an account whose tenant requires encryption. An outcome during which a block of an account it

@@ -240,7 +240,7 @@ extension World {
         }
     }
 
-    /// Reads `item` through the managers whose policy source never loaded: 115 for any owned data.
+    /// Reads `item` through the managers whose policy source never loaded: `ProtectionError.policyUnavailable(reason:)` (115) for any owned data.
     func readUnloaded(_ item: Item, by reader: Identity?) {
         item.state.withLock { state in
             guard !state.retired, item.kind == .envelope || unloadedSeesOwners else { return }

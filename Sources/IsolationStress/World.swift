@@ -58,7 +58,7 @@ struct FaultyPolicy: ManagedIdentityPolicy {
     }
 }
 
-/// A policy source that has never loaded: its manager must refuse every operation on owned data (115).
+/// A policy source that has never loaded: its manager must refuse every operation on owned data (`ProtectionError.policyUnavailable(reason:)` (115)).
 final class NeverLoadedSource: PolicySource {
     var policies: PolicySet { PolicySet() }
     var hasLoaded: Bool { false }

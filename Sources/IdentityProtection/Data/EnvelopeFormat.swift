@@ -86,7 +86,7 @@ enum EnvelopeFormat {
         for shift in stride(from: 56, through: 0, by: -8) { output.append(UInt8(truncatingIfNeeded: value >> UInt64(shift))) }
     }
 
-    /// Decodes an owner field's bytes: valid UTF-8 and a valid identity, or 104.
+    /// Decodes an owner field's bytes: valid UTF-8 and a valid identity, or ``ProtectionError/invalidIdentity(reason:)`` (104).
     static func decodeOwner(_ bytes: UnsafeRawBufferPointer) throws(ProtectionError) -> Identity {
         let cached = decodedOwners.withLock { (cache: inout DecodedOwners) -> Identity? in
             // The last owner decoded: compared in place, with no allocation and no hashing.

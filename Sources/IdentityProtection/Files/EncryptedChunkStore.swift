@@ -10,7 +10,7 @@ import Darwin
 /// Random access to the content of an encrypted file (format version 2, see ``EncryptedFileFormat``):
 /// authenticated chunk reads, and writes that put every rewritten chunk into its other slot with the next
 /// generation and a fresh nonce. Files of version 1 are read through the same calls and never written:
-/// opening one authenticates its final chunk, which proves the length; a write throws 101.
+/// opening one authenticates its final chunk, which proves the length; a write throws ``ProtectionError/unsupportedVersion(_:)`` (101).
 ///
 /// Write order, which gives the crash guarantees in <doc:DataAndFileProtection>: chunk records first, then the size
 /// record when the length grows; the size record first, then `ftruncate` when it shrinks. A crash (SIGKILL)

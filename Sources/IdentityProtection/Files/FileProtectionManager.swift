@@ -371,14 +371,14 @@ public final class FileProtectionManager: Sendable {
         isManaged(identity) && policy.isFileEncryptionRequired(for: identity)
     }
 
-    /// `stat` of a regular file, following symbolic links, or 105.
+    /// `stat` of a regular file, following symbolic links, or ``ProtectionError/fileNotFound(path:)`` (105).
     func regularFileInfo(_ path: String) throws(ProtectionError) -> stat {
         guard let info = try POSIX.statPath(path), POSIX.isRegular(info) else { throw .fileNotFound(path: path) }
         return info
     }
 
     /// `stat` of what is at a path about to be written, `nil` when nothing is (including a path under a
-    /// regular file: the write itself then fails with 106).
+    /// regular file: the write itself then fails with ``ProtectionError/ioFailure(path:operation:errno:)`` (106)).
     func destinationInfo(_ path: String) throws(ProtectionError) -> stat? {
         do throws(ProtectionError) {
             return try POSIX.statPath(path)

@@ -8,7 +8,8 @@ import Darwin
 #endif
 
 /// Thin, checked wrappers over the POSIX calls the module makes. Every failure is a ``ProtectionError``:
-/// `ENOENT` / not a regular file is 105, anything else the OS refuses is 106.
+/// `ENOENT` / not a regular file is ``ProtectionError/fileNotFound(path:)`` (105), anything else the OS refuses is
+/// ``ProtectionError/ioFailure(path:operation:errno:)`` (106).
 enum POSIX {
     static var lastErrno: Int32 { errno }
 
@@ -240,7 +241,7 @@ enum POSIX {
         return String(cString: resolved)
     }
 
-    /// Refuses (114) a private directory that another user could move away or replace: every directory above
+    /// Refuses (``ProtectionError/insecureDirectory(path:reason:)`` (114)) a private directory that another user could move away or replace: every directory above
     /// it (after symbolic links are resolved) must belong to root or to this process's user, and must not be
     /// writable by group or others unless its sticky bit is set (as on `/tmp`, where others cannot rename
     /// what they do not own). The same rule as OpenSSH's for the files it trusts.
