@@ -168,7 +168,10 @@ package enum Ed25519 {
     #if !(canImport(CryptoKit) || IDENTITY_SWIFT_CRYPTO) && canImport(CIdentitySodium)
     /// Whether libsodium is initialized: `sodium_init()` ran once, at the first use (thread-safe, as every
     /// Swift global), and returned 0 (initialized now) or 1 (already initialized by someone else in the process).
-    /// On failure (-1) verification fails closed to libcrypto: the same answers, at libcrypto's cost.
+    /// On failure (-1) verification uses libcrypto: the same answers, at libcrypto's cost. libsodium 1.0.18 itself
+    /// aborts the process, rather than returning -1, when it finds no randomness source at all (`getrandom`
+    /// refused by a seccomp filter and no `/dev/urandom`, as in a bare chroot): such a process stops at its first
+    /// verification; it never accepts a signature.
     package static let sodiumReady: Bool = sodium_init() >= 0
     #endif
 

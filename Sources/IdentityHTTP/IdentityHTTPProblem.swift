@@ -229,6 +229,17 @@ extension IdentityHTTPProblem {
             account: account.name, tokenWasSent: true, typeBase: typeBase)
     }
 
+    /// The refusal a middleware answers before admission when `account`'s policy cannot be decided now (the
+    /// `PolicyManager`'s policy source has not loaded, so every policy would read as unrestricted): 503
+    /// `policy-unavailable`; `nil` when the policy is known. Both middlewares ask this before they return an
+    /// admitted identity, so no caller of their `verify(_:)` ever sees an undecided policy.
+    public static func policyUnavailable(
+        for account: Identity, in policies: PolicyManager, typeBase: String = defaultTypeBase
+    ) -> IdentityHTTPProblem? {
+        guard let refusal = policies.refusal(of: .create, to: account), case .policyUnavailable = refusal else { return nil }
+        return policyUnavailable(refusal, account: account, typeBase: typeBase)
+    }
+
     /// A refused admission: 403 for a blocked, disallowed or claimed account and for one an `AdmissionCheck`
     /// denied; 503 `admission-unavailable` when no check could decide.
     public static func admission(_ error: AdmissionError, typeBase: String = defaultTypeBase) -> IdentityHTTPProblem {

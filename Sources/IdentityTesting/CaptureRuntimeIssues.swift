@@ -19,9 +19,12 @@ extension IdentityStrictMode {
         matching isExpected: @escaping @Sendable (RuntimeIssue) -> Bool, _ body: () async throws -> Result
     ) async rethrows -> (Result, [RuntimeIssue]) {
         let capture = IssueCapture(isExpected)
-        defer { capture.end() }
-        let result = try await body()
-        return (result, capture.issues)
+        let result: Result
+        do { result = try await body() } catch {
+            _ = capture.end()
+            throw error
+        }
+        return (result, capture.end())
     }
 
     /// ``capturingIssues(matching:_:)`` for synchronous code.
@@ -29,28 +32,43 @@ extension IdentityStrictMode {
         matching isExpected: @escaping @Sendable (RuntimeIssue) -> Bool, _ body: () throws -> Result
     ) rethrows -> (Result, [RuntimeIssue]) {
         let capture = IssueCapture(isExpected)
-        defer { capture.end() }
-        let result = try body()
-        return (result, capture.issues)
+        let result: Result
+        do { result = try body() } catch {
+            _ = capture.end()
+            throw error
+        }
+        return (result, capture.end())
     }
 }
 
-/// The issues one ``IdentityStrictMode/capturingIssues(matching:_:)`` call has taken, while it is registered.
+/// The issues one ``IdentityStrictMode/capturingIssues(matching:_:)`` call has taken, while it is open.
+///
+/// ``end()`` closes it and returns what it took, under the same lock as the taking: an issue reported on
+/// another thread as the capture ends is either returned or, once closed, no longer taken (it is then reported
+/// as usual), never lost between the two.
 private final class IssueCapture: Sendable {
-    private let taken: LockedValue<[RuntimeIssue]>
+    private let state: LockedValue<(open: Bool, taken: [RuntimeIssue])>
     private let token: Int
 
     init(_ isExpected: @escaping @Sendable (RuntimeIssue) -> Bool) {
-        let taken = LockedValue<[RuntimeIssue]>([])
-        self.taken = taken
+        let state = LockedValue<(open: Bool, taken: [RuntimeIssue])>((true, []))
+        self.state = state
         token = RuntimeIssues.addCapture { issue in
             guard isExpected(issue) else { return false }
-            taken.withLock { $0.append(issue) }
-            return true
+            return state.withLock { state in
+                guard state.open else { return false }
+                state.taken.append(issue)
+                return true
+            }
         }
     }
 
-    var issues: [RuntimeIssue] { taken.withLock { $0 } }
-
-    func end() { RuntimeIssues.removeObserver(token) }
+    /// Closes the capture and returns the issues it took.
+    func end() -> [RuntimeIssue] {
+        RuntimeIssues.removeObserver(token)
+        return state.withLock { state in
+            state.open = false
+            return state.taken
+        }
+    }
 }

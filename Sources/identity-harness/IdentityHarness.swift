@@ -18,7 +18,9 @@ import IsolationStress
 struct IdentityHarness {
     static func main() async {
         var arguments = CommandLine.arguments.dropFirst()
-        if arguments.contains(where: { ["--help", "-h", "help"].contains($0) }) {
+        // --help as the command or as a flag of it; never when it is another flag's value (`--kid -h`).
+        let flagsOnly = arguments.enumerated().filter { index, _ in index == 0 || !arguments[arguments.startIndex + index - 1].hasPrefix("--") }
+        if flagsOnly.contains(where: { ["--help", "-h"].contains($0.element) }) || arguments.first == "help" {
             print(usage)
             exit(0)
         }
@@ -75,7 +77,7 @@ struct IdentityHarness {
     }
 
     static let usage = """
-        usage: identity-harness [COMMAND [OPTIONS]]   (no command: verify; --help anywhere: this text)
+        usage: identity-harness [COMMAND [OPTIONS]]   (no command: verify; --help: this text)
           verify   run every row of the propagation table live; exit 1 on any mismatch, 2 if a row never completes
           stress   random programs mixing every mechanism; exit 1 on any misattribution or leak
                    --seed N (1) --duration SECONDS (10) --identities K (64) --depth D (12) --in-flight N (64)

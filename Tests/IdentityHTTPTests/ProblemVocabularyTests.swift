@@ -87,12 +87,22 @@ struct ProblemVocabularyTests {
         #expect(problem.type == IdentityHTTPProblem.defaultTypeBase + problem.code)
     }
 
-    @Test("policy-unavailable (IdentityVapor's refusal before the policy source loads): 503, Retry-After, the account")
+    @Test("policy-unavailable (both middlewares' refusal before the policy source loads): 503, Retry-After, the account")
     func policyUnavailable() {
         let error = ProtectionError.policyUnavailable(reason: "the policy source has not loaded yet")
         let problem = IdentityHTTPProblem.policyUnavailable(error, account: "alice@contoso.com")
         #expect(String(decoding: problem.json, as: UTF8.self) == #"{"account":"alice@contoso.com","code":"policy-unavailable","detail":"ProtectionError 115: the policy is unavailable: the policy source has not loaded yet","status":503,"title":"Policy unavailable","type":"https://identity-runtime.invalid/problems/policy-unavailable"}"#)
         #expect(problem.headers == [.init(name: "Retry-After", value: "1")])
+    }
+
+    @Test("policyUnavailable(for:in:): the problem until the policy source has loaded, nil after")
+    func policyUnavailableForAccount() {
+        let source = UnloadedSource()
+        let policies = PolicyManager(policySource: source)
+        let problem = IdentityHTTPProblem.policyUnavailable(for: "alice@contoso.com", in: policies)
+        #expect(problem?.code == "policy-unavailable" && problem?.status == 503 && problem?.account == "alice@contoso.com")
+        source.load()
+        #expect(IdentityHTTPProblem.policyUnavailable(for: "alice@contoso.com", in: policies) == nil)
     }
 
     @Test("the errors that are no answer about a token: verification-failed, 500 for the platform crypto, else 401")
@@ -156,5 +166,25 @@ struct TokenRulesTests {
     func joinedAuthorization() throws {
         #expect(try found([], authorization: "Bearer x.y.z, Bearer u.v.w").get().token == "x.y.z, Bearer u.v.w")
         #expect(throws: IdentityHTTPProblem.missingToken()) { try found([], authorization: "Basic dXNlcg==, Bearer x.y.z").get() }
+    }
+}
+
+/// A policy source with no policies until ``load()``.
+final class UnloadedSource: PolicySource {
+    private let state = LockedValue<(loaded: Bool, handler: (@Sendable () -> Void)?)>((false, nil))
+
+    var policies: PolicySet { .empty }
+    var hasLoaded: Bool { state.withLock { $0.loaded } }
+
+    func setChangeHandler(_ handler: (@Sendable () -> Void)?) {
+        state.withLock { $0.handler = handler }
+    }
+
+    func load() {
+        let handler = state.withLock { state in
+            state.loaded = true
+            return state.handler
+        }
+        handler?()
     }
 }

@@ -12,7 +12,10 @@ struct CaptureIssuesTests {
         let other = Identity("capture-issues-other@contoso.com")
         // Tests run in parallel: the handler and the observer keep only this test's markers.
         let mine: @Sendable (RuntimeIssue) -> Bool = { $0 == .unscopedChangeInTask(marker) || $0 == .unscopedChangeInTask(other) }
-        IdentityStrictMode.setReportHandler { issue in if mine(issue) { handled.withLock { $0.append(issue) } } }
+        // The handler is the process's: every other test's issue goes on to standard error, as by default.
+        IdentityStrictMode.setReportHandler { issue in
+            if mine(issue) { handled.withLock { $0.append(issue) } } else { StandardError.write("identity runtime issue: \(issue)\n") }
+        }
         defer { IdentityStrictMode.setReportHandler(nil) }
         let token = RuntimeIssues.addObserver { issue in if mine(issue) { observed.withLock { $0.append(issue) } } }
         defer { RuntimeIssues.removeObserver(token) }

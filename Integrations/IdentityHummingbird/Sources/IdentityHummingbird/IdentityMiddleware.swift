@@ -18,15 +18,17 @@ import IdentityRuntime
 ///    `replay-cache-full`).
 /// 3. **Tenant.** When ``checksTenant`` and the token names a tenant (`tid`), it must be the runtime's tenant of
 ///    the account (``PolicyManager/tenant(of:)``): else 401 `tenant-mismatch`.
-/// 4. **Admission** with ``PolicyManager/withAdmittedIdentity(_:reason:isolation:operation:)``: blocked,
+/// 4. **Policies loaded.** While the ``policies``' policy source has not loaded (`PolicySource.hasLoaded`),
+///    nobody can tell whether the account is managed or what its policy is: 503 `policy-unavailable`.
+/// 5. **Admission** with ``PolicyManager/withAdmittedIdentity(_:reason:isolation:operation:)``: blocked,
 ///    disallowed or claimed accounts and accounts an ``AdmissionCheck`` denies get 403; a check that cannot
 ///    decide gets 503. The reason is `"METHOD /path"`.
-/// 5. **The rest of the chain** (later middleware and the route handler) runs with the account as its thread
+/// 6. **The rest of the chain** (later middleware and the route handler) runs with the account as its thread
 ///    identity, and with ``IdentityRequestContext/admittedIdentity`` set (account, tenant, ``Policy``).
 ///
 /// Refusals are thrown as ``IdentityProblem`` (an `HTTPResponseError` over the root package's
 /// `IdentityHTTPProblem`, which documents the statuses and codes): the router answers them with an RFC 9457
-/// `application/problem+json` body, and middleware in front of this one sees the error. Steps 1 to 3 follow
+/// `application/problem+json` body, and middleware in front of this one sees the error. Steps 1 to 4 follow
 /// the root package's framework-neutral rules (`IdentityHTTPToken`, `IdentityHTTPProblem`), which
 /// IdentityVapor follows too.
 ///
@@ -118,7 +120,8 @@ public struct IdentityMiddleware<Context: IdentityRequestContext>: RouterMiddlew
         return try outcome.get()
     }
 
-    /// Steps 1 to 3: the verified identity of `request`, its tenant and its policy, or the problem.
+    /// Steps 1 to 4: the verified identity of `request`, its tenant and its policy, or the problem. Verifying
+    /// uses the token up (replay protection). It sets nothing on the request and admits no one.
     public func verify(_ request: Request) throws(IdentityProblem) -> AdmittedIdentity {
         let (token, source) = try token(of: request)
         let assertion: IdentityAssertion
@@ -129,6 +132,10 @@ public struct IdentityMiddleware<Context: IdentityRequestContext>: RouterMiddlew
         let known = policies.tenant(of: account)
         if checksTenant, let claimed = assertion.tenant, let known, known != TenantID(claimed) {
             throw IdentityProblem(.tenantMismatch(claimed: claimed, known: known.rawValue, typeBase: problemTypeBase))
+        }
+        // Before the source loads, policy(for:) would answer .unrestricted for every account: refuse instead.
+        if let unavailable = IdentityHTTPProblem.policyUnavailable(for: account, in: policies, typeBase: problemTypeBase) {
+            throw IdentityProblem(unavailable)
         }
         return AdmittedIdentity(
             account: account, tenant: known?.rawValue ?? assertion.tenant, policy: policies.policy(for: account),

@@ -9,10 +9,7 @@ import IdentityHTTP
 /// byte for byte.
 ///
 /// Its members are the neutral problem's (``problem``), read through it: `code`, `title`, `detail`, `type`,
-/// `assertionError`, `admissionResult`, `account`, `json`; ``status`` is Hummingbird's type. IdentityVapor's
-/// `policy-unavailable` is not answered here: while the policy source has not loaded, this middleware's
-/// admission refuses every account (`AdmissionError` with the cause `.unavailable`), answered 503
-/// `admission-unavailable` with `Retry-After`.
+/// `assertionError`, `admissionResult`, `account`, `json`; ``status`` is Hummingbird's type.
 public struct IdentityProblem: HTTPResponseError, IdentityHTTPProblemAdapter, Sendable, Hashable {
     /// The framework-neutral problem: its code, title, detail, members, headers and document.
     public let problem: IdentityHTTPProblem

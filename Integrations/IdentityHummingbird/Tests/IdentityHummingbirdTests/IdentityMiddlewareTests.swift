@@ -24,15 +24,21 @@ struct Fixture {
     let policies: PolicyManager
     let handlerRuns = HandlerRuns()
 
-    init(replayCacheCapacity: Int = 100_000) throws {
+    /// Contoso encrypts files, fabrikam does not.
+    static func tenantPolicies() -> StaticPolicySource {
+        StaticPolicySource(tenants: [
+            "contoso.com": Policy(identity: nil, isFileEncryptionRequired: true),
+            "fabrikam.com": Policy(identity: nil, isFileEncryptionRequired: false),
+        ])
+    }
+
+    init(replayCacheCapacity: Int = 100_000, policySource: (any PolicySource)? = nil) throws {
         signingKey = try AssertionSigningKey()
         signer = IdentityAssertionSigner(key: signingKey, keyID: "k1", issuer: "frontend")
         verifier = IdentityAssertionVerifier(
             keys: ["k1": signingKey.publicKey], issuers: ["frontend"], audience: "documents",
             replayCacheCapacity: replayCacheCapacity)
-        let contoso = Policy(identity: nil, isFileEncryptionRequired: true)
-        let fabrikam = Policy(identity: nil, isFileEncryptionRequired: false)
-        policies = PolicyManager(policySource: StaticPolicySource(tenants: ["contoso.com": contoso, "fabrikam.com": fabrikam]))
+        policies = PolicyManager(policySource: policySource ?? Self.tenantPolicies())
         for account in [alice, dave, carol] { policies.registerAccount(account) }
         policies.blockAccount(dave, reason: .clockedOut)
     }
@@ -73,6 +79,27 @@ struct Fixture {
             throw HTTPError(.notFound, message: "no such document")
         }
         return Application(router: router)
+    }
+}
+
+/// A policy source that has not read its policies yet, until ``load(_:)``.
+final class LateSource: PolicySource {
+    private let state = Mutex<(loaded: Bool, policies: PolicySet, handler: (@Sendable () -> Void)?)>((false, .empty, nil))
+
+    var policies: PolicySet { state.withLock { $0.policies } }
+    var hasLoaded: Bool { state.withLock { $0.loaded } }
+
+    func setChangeHandler(_ handler: (@Sendable () -> Void)?) {
+        state.withLock { $0.handler = handler }
+    }
+
+    func load(_ policies: PolicySet) {
+        let handler = state.withLock { state in
+            state.loaded = true
+            state.policies = policies
+            return state.handler
+        }
+        handler?()
     }
 }
 
@@ -248,6 +275,34 @@ struct IdentityMiddlewareTests {
             }
         }
         #expect(fixture.handlerRuns.value == 0)
+    }
+
+    @Test("a policy source that has not loaded: 503 policy-unavailable with Retry-After, the handler never runs; once it loads, the account is served with its policy")
+    func policyNotLoaded() async throws {
+        let source = LateSource()
+        let fixture = try Fixture(policySource: source)
+        let app = fixture.application()
+        try await app.test(.router) { client in
+            try await client.execute(uri: "/whoami", method: .get, headers: header(try fixture.token(alice))) { response in
+                #expect(response.status == .serviceUnavailable)
+                #expect(response.headers[.retryAfter] == "1")
+                let body = try problem(response)
+                #expect(body.code == "policy-unavailable")
+                #expect(body.account == "alice@contoso.com")
+                #expect(body.detail.hasPrefix("ProtectionError 115:"))
+            }
+        }
+        #expect(fixture.handlerRuns.value == 0)
+        source.load(Fixture.tenantPolicies().policies)
+        try await app.test(.router) { client in
+            try await client.execute(uri: "/whoami", method: .get, headers: header(try fixture.token(alice))) { response in
+                #expect(response.status == .ok)
+                // The account, then its policy: contoso encrypts files.
+                let words = String(buffer: response.body).split(separator: " ").map(String.init)
+                #expect(words.first == "alice@contoso.com" && words.count > 7 && words[7] == "encrypts")
+            }
+        }
+        #expect(fixture.handlerRuns.value == 1)
     }
 
     @Test("a token whose tid is not the account's tenant: 401 tenant-mismatch")

@@ -23,17 +23,19 @@ enum JWKSAddress {
         }
     }
 
-    /// Whether `host` names this machine's loopback interface: `localhost`, an IPv4 address in `127.0.0.0/8`,
-    /// or `::1` (with or without brackets).
+    /// Whether `host` names this machine's loopback interface: `localhost`, an IPv4 address in `127.0.0.0/8`
+    /// in canonical dotted decimal (no leading zeros), or `::1` (with or without brackets).
     static func isLoopback(_ host: String) -> Bool {
         var host = host.lowercased()
         if host.hasPrefix("["), host.hasSuffix("]") { host = String(host.dropFirst().dropLast()) }
         if host == "localhost" || host == "::1" || host == "0:0:0:0:0:0:0:1" { return true }
         let octets = host.split(separator: ".", omittingEmptySubsequences: false)
         guard octets.count == 4, octets[0] == "127" else { return false }
+        // Canonical dotted decimal only: a leading zero ("127.0.0.099") is not an address to inet_pton, so the
+        // HTTP client would look such a host up in DNS, which then decides where a plain-http fetch goes.
         return octets.allSatisfy { octet in
-            !octet.isEmpty && octet.count <= 3 && octet.allSatisfy(\.isASCII) && octet.allSatisfy(\.isNumber)
-                && Int(octet).map { $0 <= 255 } == true
+            !octet.isEmpty && octet.count <= 3 && octet.allSatisfy { ("0"..."9").contains($0) }
+                && (octet == "0" || !octet.hasPrefix("0")) && Int(octet).map { $0 <= 255 } == true
         }
     }
 }

@@ -10,7 +10,10 @@ struct JWKSAddressTests {
         let configuration = RemoteKeySet.Configuration(allowsLoopbackHTTP: allowsLoopbackHTTP)
         _ = try RemoteKeySet(url: "https://gateway.internal/.well-known/jwks.json", verifier: makeVerifier(), configuration: configuration)
         for url in ["http://gateway.internal/jwks.json", "http://10.0.0.1/jwks.json", "http://128.0.0.1/jwks.json",
-                    "http://127.0.0.1.example.com/jwks.json", "http://localhost.example.com/jwks.json", "http://[::2]/jwks.json"] {
+                    "http://127.0.0.1.example.com/jwks.json", "http://localhost.example.com/jwks.json", "http://[::2]/jwks.json",
+                    // Not addresses to the HTTP client (leading zeros, other notations): it would ask DNS.
+                    "http://127.0.0.099/jwks.json", "http://127.0.0.01/jwks.json", "http://0x7f.0.0.1/jwks.json",
+                    "http://2130706433/jwks.json", "http://127.1/jwks.json"] {
             #expect(throws: JWKSFetchError.insecureURL(url)) {
                 _ = try RemoteKeySet(url: url, verifier: makeVerifier(), configuration: configuration)
             }

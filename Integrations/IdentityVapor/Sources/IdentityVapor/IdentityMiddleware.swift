@@ -140,8 +140,8 @@ public struct IdentityMiddleware: AsyncMiddleware {
             throw IdentityProblem(.tenantMismatch(claimed: claimed, known: known.rawValue, typeBase: problemTypeBase))
         }
         // Before the source loads, policy(for:) would answer .unrestricted for every account: refuse instead.
-        if let refusal = policies.refusal(of: .create, to: account), case .policyUnavailable = refusal {
-            throw IdentityProblem(.policyUnavailable(refusal, account: account, typeBase: problemTypeBase))
+        if let unavailable = IdentityHTTPProblem.policyUnavailable(for: account, in: policies, typeBase: problemTypeBase) {
+            throw IdentityProblem(unavailable)
         }
         return AdmittedIdentity(
             account: account, tenant: known?.rawValue ?? assertion.tenant, policy: policies.policy(for: account),
