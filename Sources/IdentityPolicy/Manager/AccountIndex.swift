@@ -73,6 +73,11 @@ struct AccountIndex {
         registry[identity]?.tenant ?? TenantID.domain(of: identity)
     }
 
+    /// The accounts the index knows (managed, claimed or registered) whose tenant is `tenant`.
+    func known(inTenant tenant: TenantID) -> Set<Identity> {
+        Set(standings.keys.filter { self.tenant(of: $0) == tenant } + registry.keys.filter { self.tenant(of: $0) == tenant })
+    }
+
     // MARK: Updates
 
     mutating func setPolicies(_ policies: PolicySet) -> Changes {

@@ -18,7 +18,7 @@ extension PolicyManager {
     /// ``BlockAccountReason``, including known accounts whose policy blocks them.
     public var blockedAccounts: [Identity] {
         state.withLock { state in
-            var blocked = Set(state.blocks.keys)
+            var blocked = Set(state.blocks.accounts)
             for (account, standing) in state.accounts.standings {
                 if case let .managed(policy) = standing, policy.isAccountBlocked { blocked.insert(account) }
             }
@@ -30,7 +30,7 @@ extension PolicyManager {
     /// identity). With several causes, the one with the lowest raw value (see ``BlockAccountReason``).
     public func blockReason(for account: Identity) -> BlockAccountReason {
         guard !account.isUnmanaged else { return .notBlocked }
-        return state.withLock { Self.blockReason(for: account, in: $0) } ?? .notBlocked
+        return state.withLock { $0.blockReason(for: account) } ?? .notBlocked
     }
 
     /// Blocks `account` for `reason` (typically ``BlockAccountReason/clockedOut`` or
@@ -63,23 +63,15 @@ extension PolicyManager {
 
     private func updateBlocks(of account: Identity, window: WindowID?, _ change: (inout Set<BlockAccountReason>) -> Void) {
         let transition = state.withLock { state -> AccountTransition in
-            let old = Self.blockReason(for: account, in: state)
-            var causes = state.blocks[account] ?? []
-            change(&causes)
-            state.blocks[account] = causes.isEmpty ? nil : causes
-            state.admission.admitted[account] = nil
+            let old = state.blockReason(for: account)
+            state.blocks.update(account, change)
+            state.admission.forgetPass(of: account)
             let managed = state.accounts.isManaged(account)
             return AccountTransition(
                 account: account, wasManaged: managed, isManaged: managed, policyChanged: false,
-                oldBlock: old, newBlock: Self.blockReason(for: account, in: state))
+                oldBlock: old, newBlock: state.blockReason(for: account))
         }
         announce([transition], policiesChanged: false, window: window)
-    }
-
-    static func blockReason(for account: Identity, in state: State) -> BlockAccountReason? {
-        if let cause = state.blocks[account]?.min() { return cause }
-        if case let .managed(policy) = state.accounts.standing(of: account), policy.isAccountBlocked { return .blockedByPolicy }
-        return nil
     }
 
     // MARK: Updating and announcing accounts
@@ -87,17 +79,16 @@ extension PolicyManager {
     /// Runs `body` on the state under the lock; `body` returns its own result and the index's changes. Returns
     /// that result and the transitions of the changed accounts (managed, policy, block), to ``announce(_:policiesChanged:tenants:window:)``
     /// after the lock is released.
-    func updateAccounts<T>(_ body: (inout State) -> (T, AccountIndex.Changes)) -> (T, [AccountTransition]) {
+    func updateAccounts<T>(_ body: (inout PolicyState) -> (T, AccountIndex.Changes)) -> (T, [AccountTransition]) {
         state.withLock { state in
             let (result, changes) = body(&state)
             let transitions = changes.map { account, old -> AccountTransition in
                 let new = state.accounts.standing(of: account)
-                let explicit = state.blocks[account]?.min()
                 return AccountTransition(
                     account: account, wasManaged: Self.isManaged(old), isManaged: Self.isManaged(new),
                     policyChanged: Self.policy(old) != Self.policy(new),
-                    oldBlock: explicit ?? (Self.policy(old)?.isAccountBlocked == true ? .blockedByPolicy : nil),
-                    newBlock: Self.blockReason(for: account, in: state))
+                    oldBlock: state.blocks.reason(for: account, standing: old),
+                    newBlock: state.blockReason(for: account))
             }.sorted { $0.account.foldedName < $1.account.foldedName }
             return (result, transitions)
         }

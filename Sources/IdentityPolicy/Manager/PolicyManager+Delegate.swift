@@ -18,7 +18,7 @@ extension PolicyManager {
         to identity: Identity, reason: IdentitySwitchReason, window: WindowID? = nil
     ) async -> SwitchIdentityResult {
         let (delegate, timeout, standing) = state.withLock {
-            ($0.delegate, $0.settings.delegateTimeout, Self.switchStanding(of: identity, in: $0))
+            ($0.delegate, $0.settings.delegateTimeout, $0.switchStanding(of: identity))
         }
         guard standing != .refused else { return .notAllowed }
         guard let delegate else { return .failed }

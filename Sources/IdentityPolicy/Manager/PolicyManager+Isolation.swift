@@ -14,31 +14,7 @@ extension PolicyManager {
     ///   default) to managed accounts of the same tenant (``tenant(of:)``), ``DataTransferLevel/managedAccounts``
     ///   to any managed account, ``DataTransferLevel/any`` to anyone; ``DataTransferLevel/none`` to no one.
     public func isDataTransferAllowed(from source: Identity?, to target: Identity?) -> Bool {
-        state.withLock { state in
-            // Before the policies loaded nobody knows who is managed: only unowned data goes to no identity.
-            guard state.policiesLoaded else { return (source?.isUnmanaged ?? true) && (target?.isUnmanaged ?? true) }
-            for side in [source, target] {
-                if let side, !side.isUnmanaged, Self.blockReason(for: side, in: state) != nil { return false }
-            }
-            guard let source, !source.isUnmanaged else { return true }
-            return Self.isTransferAllowed(from: source, to: target, in: state)
-        }
-    }
-
-    static func isTransferAllowed(from source: Identity, to target: Identity?, in state: State) -> Bool {
-        guard case let .managed(policy) = state.accounts.standing(of: source) else { return true }
-        if target == source { return blockReason(for: source, in: state) == nil }
-        if blockReason(for: source, in: state) != nil { return false }
-        if let target, !target.isUnmanaged, blockReason(for: target, in: state) != nil { return false }
-        switch policy.dataTransfer {
-        case .none:
-            return false
-        case .any:
-            return true
-        case .managedAccounts, .sameTenant:
-            guard let target, !target.isUnmanaged, state.accounts.isManaged(target) else { return false }
-            return policy.dataTransfer == .managedAccounts || state.accounts.tenant(of: target) == state.accounts.tenant(of: source)
-        }
+        state.withLock { $0.isDataTransferAllowed(from: source, to: target) }
     }
 
     /// `IdentityProtection`'s access check, the one rule behind every protected read and write:
@@ -51,32 +27,6 @@ extension PolicyManager {
     ///   `ProtectionError.accessDenied(identity:reader:)` (108);
     /// - a transfer (re-owning) that ``isDataTransferAllowed(from:to:)`` does not allow: `ProtectionError.accessDenied(identity:reader:)` (108).
     public func refusal(of access: ProtectedDataAccess, to owner: Identity) -> ProtectionError? {
-        state.withLock { state -> ProtectionError? in
-            guard state.policiesLoaded else {
-                return .policyUnavailable(reason: "the policy source has not loaded yet: \(owner.debugDescription) may be managed")
-            }
-            if let reason = Self.blockReason(for: owner, in: state) {
-                return .accountBlocked(identity: owner, reason: reason.rawValue)
-            }
-            switch access {
-            case .create:
-                return nil
-            case let .read(reader), let .modify(writer: reader):
-                // A blocked account reads and changes no owned data, managed or not (as isDataTransferAllowed
-                // answers false for it), isolation on or off; the owner's own data included (109 above when
-                // the owner is the blocked one).
-                if let reader, !reader.isUnmanaged, Self.blockReason(for: reader, in: state) != nil {
-                    return .accessDenied(identity: owner, reader: reader)
-                }
-                // Whoever may not read an account's data may not modify it.
-                guard state.settings.dataIsolation, !Self.isTransferAllowed(from: owner, to: reader, in: state) else { return nil }
-                return .accessDenied(identity: owner, reader: reader)
-            case let .transfer(recipient):
-                if let recipient, !recipient.isUnmanaged, let reason = Self.blockReason(for: recipient, in: state) {
-                    return .accountBlocked(identity: recipient, reason: reason.rawValue)
-                }
-                return Self.isTransferAllowed(from: owner, to: recipient, in: state) ? nil : .accessDenied(identity: owner, reader: recipient)
-            }
-        }
+        state.withLock { $0.refusal(of: access, to: owner) }
     }
 }

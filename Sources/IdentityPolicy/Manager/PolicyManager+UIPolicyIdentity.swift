@@ -141,7 +141,7 @@ extension PolicyManager {
         let decision = state.withLock { state -> StartDecision? in
             var managed: [Identity] = []
             for identity in identities {
-                switch Self.switchStanding(of: identity, in: state) {
+                switch state.switchStanding(of: identity) {
                 case .refused: return nil
                 case .managed: managed.append(identity)
                 case .unmanaged: break
@@ -152,9 +152,7 @@ extension PolicyManager {
             let (action, changed) = state.switches.startReportingChange(
                 window: window, identities: identities, needsChecks: attempt != nil,
                 completion: completion.stored, attempt: attempt ?? SwitchAttempt())
-            if case .applied = action, scope == .processWide {
-                IdentityContext.setUIPolicyIdentity(identities.first, for: window)
-            }
+            if case .applied = action { state.publishUIIdentity(for: window) }
             return StartDecision(action: action, changed: changed, managed: managed, checks: attempt == nil ? [] : state.checks, attempt: attempt)
         }
         guard let decision else { return completion.deliver(.notAllowed) }
@@ -203,24 +201,6 @@ extension PolicyManager {
         return unique
     }
 
-    enum SwitchStanding { case refused, managed, unmanaged }
-
-    /// The first switch rule (<doc:AccountsAndPolicies>) for one account, under the lock: refused when blocked, outside ``allowedAccounts`` or
-    /// claimed; otherwise managed (its checks run) or unmanaged (switches at once).
-    ///
-    /// The same rule as `blockReason(for:in:) != nil` plus the allow list and the claim, with one lookup of the
-    /// account's standing (and none of its block causes while no account has any).
-    static func switchStanding(of identity: Identity, in state: State) -> SwitchStanding {
-        guard !identity.isUnmanaged else { return .unmanaged }
-        if !state.blocks.isEmpty, let causes = state.blocks[identity], !causes.isEmpty { return .refused }
-        if let allowed = state.settings.allowedAccounts, !allowed.contains(identity) { return .refused }
-        switch state.accounts.standing(of: identity) {
-        case .claimed: return .refused
-        case let .managed(policy): return policy.isAccountBlocked ? .refused : .managed
-        case nil: return .unmanaged
-        }
-    }
-
     private static func run(
         _ checks: [any ConditionalLaunchCheck], identity: Identity, window: WindowID, attempt: SwitchAttempt
     ) async -> ConditionalLaunchOutcome {
@@ -236,9 +216,7 @@ extension PolicyManager {
     private func finishSwitch(window: WindowID, token: UInt64, outcome: ConditionalLaunchOutcome, account: Identity?) {
         let (action, changed) = state.withLock { state in
             let (action, changed) = state.switches.finishReportingChange(window: window, token: token, outcome: outcome)
-            if case let .complete(_, _, applied) = action, applied, scope == .processWide {
-                IdentityContext.setUIPolicyIdentity(state.switches.identity(for: window), for: window)
-            }
+            if case let .complete(_, _, applied) = action, applied { state.publishUIIdentity(for: window) }
             return (action, changed)
         }
         guard case let .complete(completion, result, _) = action else { return }
@@ -262,7 +240,7 @@ extension PolicyManager {
     func forceUIIdentity(_ identity: Identity?, for window: WindowID) {
         let (superseded, changed) = state.withLock { state in
             let forced = state.switches.forceReportingChange(window: window, identity: identity)
-            if scope == .processWide { IdentityContext.setUIPolicyIdentity(identity, for: window) }
+            state.publishUIIdentity(for: window)
             return forced
         }
         superseded.map(cancel)

@@ -42,7 +42,7 @@ extension PolicyManager {
     /// wipe itself).
     @discardableResult
     public func wipeData(forAccount account: Identity) async -> WipeReport {
-        await onWipeQueue { $0.wipeNow([account])[0] }
+        await SelectiveWipe(manager: self).run { [account] _ in [account] }[0]
     }
 
     /// Wipes every account of `tenant` as ``wipeData(forAccount:)`` does, in one pass over the files: the
@@ -50,71 +50,22 @@ extension PolicyManager {
     /// roots whose tenant it is.
     @discardableResult
     public func wipeData(forTenant tenant: TenantID) async -> TenantWipeReport {
-        await onWipeQueue { manager in
-            let files = manager.state.withLock { $0.fileProtection }
-            var accounts = Set(manager.state.withLock { state in
-                state.accounts.standings.keys.filter { state.accounts.tenant(of: $0) == tenant }
-                    + state.accounts.registry.keys.filter { state.accounts.tenant(of: $0) == tenant }
-            })
+        let reports = await SelectiveWipe(manager: self).run { files in
+            var accounts = Set(self.state.withLock { $0.accounts.known(inTenant: tenant) })
             let owners = (try? files?.ownersUnderRoots()) ?? []
-            accounts.formUnion(owners.filter { !$0.isUnmanaged && manager.tenant(of: $0) == tenant })
-            let sorted = accounts.sorted { $0.foldedName < $1.foldedName }
-            return TenantWipeReport(tenant: tenant, accounts: manager.wipeNow(sorted))
+            accounts.formUnion(owners.filter { !$0.isUnmanaged && self.tenant(of: $0) == tenant })
+            return accounts.sorted { $0.foldedName < $1.foldedName }
         }
+        return TenantWipeReport(tenant: tenant, accounts: reports)
     }
 
-    private func onWipeQueue<Result: Sendable>(_ body: @escaping @Sendable (PolicyManager) -> Result) async -> Result {
-        await withCheckedContinuation { continuation in
-            DispatchQueue.global(qos: .utility).async { [self] in
-                continuation.resume(returning: body(self))
-            }
-        }
-    }
-
-    /// Wipes `accounts` (the steps of ``wipeData(forAccount:)``), the files of all of them in one walk.
-    private func wipeNow(_ accounts: [Identity]) -> [WipeReport] {
-        let accounts = accounts.filter { !$0.isUnmanaged }
-        for account in accounts { block(account, reason: .wiped, window: nil) }
-        let (delegate, files, keys) = state.withLock { ($0.delegate, $0.fileProtection, $0.keyStore) }
-        var reports = accounts.map { account in
-            WipeReport(account: account, handledByDelegate: delegate?.wipeData(forAccount: account) ?? false, removedFiles: [], error: nil)
-        }
-        let runtimeWiped = Set(reports.filter { !$0.handledByDelegate }.map(\.account))
-        var failure: ProtectionError?
-        var removed: [Identity: [String]] = [:]
-        if let files, !runtimeWiped.isEmpty {
-            do throws(ProtectionError) {
-                // The policy's own wipe: the accounts are blocked, so the caller's access is not the question.
-                removed = try files.removeFilesAsPolicy(ownedByAnyOf: runtimeWiped)
-            } catch {
-                failure = error
-            }
-        }
-        if let keys {
-            for account in runtimeWiped.sorted(by: { $0.foldedName < $1.foldedName }) {
-                do throws(ProtectionError) {
-                    try keys.destroyKeys(for: account)
-                } catch {
-                    if failure == nil { failure = error }
-                }
-            }
-        }
-        for index in reports.indices where runtimeWiped.contains(reports[index].account) {
-            reports[index].error = failure
-            reports[index].removedFiles = removed[reports[index].account] ?? []
-        }
-        for account in accounts { finishWipe(of: account) }
-        return reports
-    }
-
-    private func finishWipe(of account: Identity) {
+    /// The last step of a wipe of `account`: it leaves the windows showing it (superseding switches to it),
+    /// its conditional-launch blocks clear, and `.wipeDidComplete` is posted.
+    func finishWipe(of account: Identity) {
         let (windows, superseded) = state.withLock { state in
             let cleared = state.switches.clear(identity: account)
-            let windows = cleared.windows.map { ($0, state.switches.identity(for: $0)) }
-            if scope == .processWide {
-                for (window, identity) in windows { IdentityContext.setUIPolicyIdentity(identity, for: window) }
-            }
-            return (windows, cleared.superseded)
+            for window in cleared.windows { state.publishUIIdentity(for: window) }
+            return (cleared.windows.map { ($0, state.switches.identity(for: $0)) }, cleared.superseded)
         }
         superseded.forEach(cancel)
         unblockAccount(account, reason: .conditionalLaunchBlocked)

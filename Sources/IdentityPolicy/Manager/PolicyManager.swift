@@ -53,30 +53,7 @@ public final class PolicyManager: Sendable {
     /// Where this manager keeps identities.
     public let scope: Scope
 
-    struct State {
-        var settings: RuntimeSettings
-        var processIdentity: Identity?
-        var keyWindow: WindowID = .main
-        var delegate: (any PolicyDelegate)?
-        var checks: [any ConditionalLaunchCheck] = []
-        var policySource: (any PolicySource)?
-        var fileProtection: FileProtectionManager?
-        var keyStore: (any KeyStore)?
-        var switches = UISwitchStateMachine()
-        var accounts = AccountIndex()
-        /// The causes of each blocked account's block, but for its policy's (read from ``accounts``).
-        var blocks: [Identity: Set<BlockAccountReason>] = [:]
-        var admission = AdmissionState()
-        /// Whether the policy source has loaded (``PolicySource/hasLoaded``); until then, operations on owned
-        /// data are refused with `ProtectionError.policyUnavailable`.
-        var policiesLoaded = true
-        /// Tickets of policy reloads: each takes one before it reads the source, and a reload applies only if
-        /// no reload with a later ticket has applied (a slow, stale read never overwrites a newer one).
-        var reloadTicketsIssued: UInt64 = 0
-        var reloadTicketApplied: UInt64 = 0
-    }
-
-    let state: LockedValue<State>
+    let state: LockedValue<PolicyState>
     let broadcaster: PolicyEventBroadcaster
 
     /// A manager.
@@ -108,13 +85,16 @@ public final class PolicyManager: Sendable {
             directorySource.startPolling()
             source = directorySource
         }
-        var initial = State(settings: settings, policySource: source, fileProtection: fileProtection, keyStore: keyStore)
+        var initial = PolicyState(scope: scope, settings: settings)
+        initial.policySource = source
+        initial.keyStore = keyStore
         _ = initial.accounts.configure(limit: settings.maxManagedAccounts, policyRequired: settings.policyRequired)
         // Whether it has loaded first, then what it holds: a load that ends between the two reads is then
         // seen as "not loaded yet" (refusing), never as "loaded" with the policies of before it.
         initial.policiesLoaded = source?.hasLoaded ?? true
         _ = initial.accounts.setPolicies(source?.policies ?? .empty)
         state = LockedValue(initial)
+        if let fileProtection { state.withLock { $0.fileProtection = FileProtectionLink(fileProtection, for: self) } }
         source?.setChangeHandler { [weak self] in self?.applyPolicySource() }
         // A load that ended before the handler was installed notified nobody: read the source once more.
         if source != nil { applyPolicySource() }
@@ -173,9 +153,17 @@ public final class PolicyManager: Sendable {
 
     /// What the selective wipe deletes files with. Settable after creation, because a
     /// `FileProtectionManager` usually takes this manager as its `ManagedIdentityPolicy`.
+    ///
+    /// Held strongly, unless its policy is this manager: then weakly, so that the two make no reference cycle
+    /// (the file manager holds this manager, and whoever uses the file manager keeps it alive). Once such a
+    /// file manager is released this reads `nil` and a wipe deletes no file (the wiped account stays
+    /// blocked, so nothing of it is read or written meanwhile through a file manager made later).
     public var fileProtection: FileProtectionManager? {
-        get { state.withLock { $0.fileProtection } }
-        set { state.withLock { $0.fileProtection = newValue } }
+        get { state.withLock { $0.fileProtection?.manager } }
+        set {
+            let link = newValue.map { FileProtectionLink($0, for: self) }
+            state.withLock { $0.fileProtection = link }
+        }
     }
 
     /// Keys destroyed on a wipe besides those of ``fileProtection``'s key store.
@@ -260,10 +248,7 @@ public final class PolicyManager: Sendable {
             change(&enrolled, state.settings.maxManagedAccounts)
             let changes = state.accounts.setEnrolled(enrolled)
             let primary = enrolled.first
-            if primary != previous, !state.settings.multiIdentity {
-                state.processIdentity = primary
-                if scope == .processWide { IdentityContext.processIdentity = primary }
-            }
+            if primary != previous, !state.settings.multiIdentity { state.setProcessIdentity(primary) }
             return ((previous, primary), changes)
         }
         if primary != previous { send(.primaryUserDidChange(primary)) }
@@ -370,50 +355,6 @@ public final class PolicyManager: Sendable {
         announce(transitions, policiesChanged: true, tenants: differences.tenants)
     }
 
-    // MARK: Identities
-
-    /// The process identity: `IdentityContext.processIdentity` for ``Scope/processWide``, the manager's own
-    /// otherwise. In single-identity mode it follows ``primaryUser``.
-    public var processIdentity: Identity? {
-        get {
-            scope == .processWide ? IdentityContext.processIdentity : state.withLock { $0.processIdentity }
-        }
-        set {
-            state.withLock { state in
-                state.processIdentity = newValue
-                if scope == .processWide { IdentityContext.processIdentity = newValue }
-            }
-        }
-    }
-
-    /// The window `nil` stands for (`IdentityContext.keyWindow` for ``Scope/processWide``).
-    public var keyWindow: WindowID {
-        get { scope == .processWide ? IdentityContext.keyWindow : state.withLock { $0.keyWindow } }
-        set {
-            if scope == .processWide { IdentityContext.keyWindow = newValue } else { state.withLock { $0.keyWindow = newValue } }
-        }
-    }
-
-    func resolve(_ window: WindowID?) -> WindowID {
-        window ?? keyWindow
-    }
-
-    /// The UI identity of `window` (`nil`: the key window).
-    public func uiPolicyIdentity(for window: WindowID? = nil) -> Identity? {
-        let window = resolve(window)
-        return scope == .processWide
-            ? IdentityContext.uiPolicyIdentity(for: window)
-            : state.withLock { $0.switches.identity(for: window) }
-    }
-
-    /// The identity UI work for `window` runs under (Sources/IdentityRuntime/IdentityRuntime.docc/IdentitiesAndPropagation.md): the thread identity; else, on the main thread,
-    /// the window's UI identity; else the process identity.
-    public func effectiveUIIdentity(for window: WindowID? = nil) -> Identity? {
-        if let thread = IdentityContext.currentThreadIdentity { return thread }
-        if IdentityContext.isOnMainThread, let ui = uiPolicyIdentity(for: window) { return ui }
-        return processIdentity
-    }
-
     // MARK: Policies
 
     /// The policy for the effective UI identity of the key window (thread, then UI on the main thread, then
@@ -461,23 +402,7 @@ public final class PolicyManager: Sendable {
     /// Clears every identity this manager holds and supersedes switches in flight (they complete
     /// `.canceled`). For tests of the process-wide manager.
     package func resetForTesting() {
-        let superseded = state.withLock { state in
-            state.processIdentity = nil
-            state.keyWindow = .main
-            state.delegate = nil
-            state.checks = []
-            state.settings = RuntimeSettings()
-            state.accounts = AccountIndex()
-            _ = state.accounts.setPolicies(state.policySource?.policies ?? .empty)
-            state.blocks = [:]
-            state.admission = AdmissionState()
-            return state.switches.reset()
-        }
-        for flight in superseded {
-            flight.attempt.cancel()
-            flight.completion.deliver(.canceled)
-        }
-        if scope == .processWide { IdentityContext.resetAllLevels() }
+        state.withLock { $0.reset() }.forEach(cancel)
     }
 }
 

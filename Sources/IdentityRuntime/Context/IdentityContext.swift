@@ -169,10 +169,21 @@ public enum IdentityContext {
     /// The identity UI work for `window` runs under: the thread identity if non-nil; else, on the main
     /// thread, the window's UI identity if non-nil; else the process identity; else `nil`.
     public static func effectiveUIIdentity(for window: WindowID?) -> Identity? {
+        effectiveUIIdentity(uiIdentity: uiPolicyIdentity(for: window), processIdentity: processIdentity)
+    }
+
+    /// The effective-UI rule itself, over levels kept elsewhere (a policy manager of its own keeps a UI
+    /// identity per window and a process identity apart from this type's): the calling thread's identity if
+    /// non-nil; else, on the main thread, `uiIdentity` if non-nil; else `processIdentity`. Both levels are
+    /// read only when the rule needs them, the thread identity first.
+    @inlinable
+    package static func effectiveUIIdentity(
+        uiIdentity: @autoclosure () -> Identity?, processIdentity: @autoclosure () -> Identity?
+    ) -> Identity? {
         if let thread = currentThreadIdentity { return thread }
         // The window lookup is cheap; the main-thread test (a main-queue specific) is not, so it comes last.
-        if let ui = uiPolicyIdentity(for: window), MainThread.isCurrent { return ui }
-        return processIdentity
+        if let ui = uiIdentity(), isOnMainThread { return ui }
+        return processIdentity()
     }
 
     /// The identity file work runs under: the thread identity if non-nil; else the process identity; else

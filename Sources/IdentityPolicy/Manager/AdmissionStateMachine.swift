@@ -1,0 +1,112 @@
+import Dispatch
+import IdentityRuntime
+
+/// The admission state machine: passes still trusted, denials waiting for their retry, and the checks
+/// running (one run per account: concurrent admissions of an account share it). A plain value kept under the
+/// manager's lock; times are uptime nanoseconds, passed in, so its tests choose them.
+///
+/// The refusals that come before it (policies not loaded, blocked, not allowed, claimed) are
+/// ``PolicyState/admissionStep(for:at:)``'s; this type decides what a managed account that passed them needs.
+struct AdmissionStateMachine {
+    /// What an admission of a managed account does next.
+    enum Step {
+        /// Admitted now: a pass is still trusted, or there are no checks.
+        case admitted
+        /// Run `checks`, then ``record(_:of:flight:at:cacheDuration:)`` and finish `flight`.
+        case lead(AdmissionFlight, [any AdmissionCheck])
+        /// Another admission of the account runs the checks: wait for its outcome.
+        case join(AdmissionFlight)
+    }
+
+    /// What the manager does after a run of the checks was recorded.
+    enum Follow: Equatable {
+        case nothing
+        /// Lift the account's ``BlockAccountReason/admissionCheckFailed`` block (a pass after a denial).
+        case unblock
+        /// Block the account for ``BlockAccountReason/admissionCheckFailed`` (a denial).
+        case block
+    }
+
+    /// The checks every admission of a managed account runs, in order. Changing them forgets every pass.
+    var checks: [any AdmissionCheck] = [] {
+        didSet { admitted = [:] }
+    }
+
+    /// Until when each account's last pass is trusted.
+    private var admitted: [Identity: UInt64] = [:]
+    /// When each account was last denied.
+    private var denied: [Identity: UInt64] = [:]
+    private var flights: [Identity: AdmissionFlight] = [:]
+
+    /// What an admission of the managed `account` at `now` does.
+    mutating func start(for account: Identity, at now: UInt64) -> Step {
+        if let until = admitted[account], now < until { return .admitted }
+        if checks.isEmpty { return .admitted }
+        if let flight = flights[account] { return .join(flight) }
+        let flight = AdmissionFlight()
+        flights[account] = flight
+        return .lead(flight, checks)
+    }
+
+    /// Whether an admission at `now` runs the checks of `account` again although it is blocked for
+    /// ``BlockAccountReason/admissionCheckFailed``: its denial is older than `retryInterval` seconds.
+    func retriesDenial(of account: Identity, at now: UInt64, retryInterval: Double) -> Bool {
+        guard let deniedAt = denied[account] else { return false }
+        return now >= deniedAt &+ Self.nanoseconds(retryInterval)
+    }
+
+    /// Forgets `account`'s pass (its block changed: the next admission decides again).
+    mutating func forgetPass(of account: Identity) {
+        admitted[account] = nil
+    }
+
+    /// Records the `outcome` of `flight`, a run of `account`'s checks that ended at `now`: a pass is trusted
+    /// for `cacheDuration` seconds and lifts a denial; a denial is remembered for its retry.
+    mutating func record(
+        _ outcome: AdmissionOutcome, of account: Identity, flight: AdmissionFlight, at now: UInt64, cacheDuration: Double
+    ) -> Follow {
+        if flights[account] === flight { flights[account] = nil }
+        switch outcome {
+        case .admit:
+            let cache = Self.nanoseconds(cacheDuration)
+            if cache > 0 { admitted[account] = now &+ cache }
+            return denied.removeValue(forKey: account) != nil ? .unblock : .nothing
+        case .deny:
+            denied[account] = now
+            return .block
+        case .unavailable:
+            return .nothing
+        }
+    }
+
+    /// `seconds` (clamped to 0 ... 1e9) in nanoseconds.
+    private static func nanoseconds(_ seconds: Double) -> UInt64 {
+        UInt64(max(0, min(seconds, 1e9)) * 1e9)
+    }
+}
+
+/// One run of an account's admission checks, awaited by every admission that arrives while it runs.
+final class AdmissionFlight: Sendable {
+    private let state = LockedValue<(outcome: AdmissionOutcome?, waiters: [CheckedContinuation<AdmissionOutcome, Never>])>((nil, []))
+
+    func wait() async -> AdmissionOutcome {
+        await withCheckedContinuation { continuation in
+            let outcome = state.withLock { state -> AdmissionOutcome? in
+                if let outcome = state.outcome { return outcome }
+                state.waiters.append(continuation)
+                return nil
+            }
+            if let outcome { continuation.resume(returning: outcome) }
+        }
+    }
+
+    /// Resumes every waiter, outside the lock; later waiters get `outcome` at once.
+    func finish(_ outcome: AdmissionOutcome) {
+        let waiters = state.withLock { state in
+            state.outcome = outcome
+            defer { state.waiters = [] }
+            return state.waiters
+        }
+        for waiter in waiters { waiter.resume(returning: outcome) }
+    }
+}

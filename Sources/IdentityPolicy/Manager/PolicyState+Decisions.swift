@@ -1,0 +1,140 @@
+import IdentityProtection
+import IdentityRuntime
+
+/// Every policy decision a ``PolicyManager`` makes, each from the state alone (<doc:AccountsAndPolicies>,
+/// <doc:ServiceBoundary>). The manager's public methods take its lock, call one of these and carry out the
+/// answer.
+extension PolicyState {
+    // MARK: Blocks
+
+    /// Why `account` is blocked (its first cause, else its policy's), or `nil`.
+    func blockReason(for account: Identity) -> BlockAccountReason? {
+        blocks.reason(for: account, standing: accounts.standing(of: account))
+    }
+
+    // MARK: Switches
+
+    /// The first switch rule for one account.
+    enum SwitchStanding { case refused, managed, unmanaged }
+
+    /// The first switch rule (<doc:AccountsAndPolicies>) for one account: refused when blocked, outside
+    /// ``RuntimeSettings/allowedAccounts`` or claimed; otherwise managed (its checks run) or unmanaged
+    /// (switches at once).
+    ///
+    /// The same rule as `blockReason(for:) != nil` plus the allow list and the claim, with one lookup of the
+    /// account's standing (and none of its block causes while no account has any).
+    func switchStanding(of identity: Identity) -> SwitchStanding {
+        guard !identity.isUnmanaged else { return .unmanaged }
+        if !blocks.isEmpty, blocks.reason(for: identity) != nil { return .refused }
+        if let allowed = settings.allowedAccounts, !allowed.contains(identity) { return .refused }
+        switch accounts.standing(of: identity) {
+        case .claimed: return .refused
+        case let .managed(policy): return policy.isAccountBlocked ? .refused : .managed
+        case nil: return .unmanaged
+        }
+    }
+
+    // MARK: Transfers and access
+
+    /// ``PolicyManager/isDataTransferAllowed(from:to:)``.
+    func isDataTransferAllowed(from source: Identity?, to target: Identity?) -> Bool {
+        // Before the policies loaded nobody knows who is managed: only unowned data goes to no identity.
+        guard policiesLoaded else { return (source?.isUnmanaged ?? true) && (target?.isUnmanaged ?? true) }
+        for side in [source, target] {
+            if let side, !side.isUnmanaged, blockReason(for: side) != nil { return false }
+        }
+        guard let source, !source.isUnmanaged else { return true }
+        return isTransferAllowed(from: source, to: target)
+    }
+
+    /// Whether data of `source` (an account) may go to `target` under `source`'s policy, blocks included.
+    func isTransferAllowed(from source: Identity, to target: Identity?) -> Bool {
+        guard case let .managed(policy) = accounts.standing(of: source) else { return true }
+        if target == source { return blockReason(for: source) == nil }
+        if blockReason(for: source) != nil { return false }
+        if let target, !target.isUnmanaged, blockReason(for: target) != nil { return false }
+        switch policy.dataTransfer {
+        case .none:
+            return false
+        case .any:
+            return true
+        case .managedAccounts, .sameTenant:
+            guard let target, !target.isUnmanaged, accounts.isManaged(target) else { return false }
+            return policy.dataTransfer == .managedAccounts || accounts.tenant(of: target) == accounts.tenant(of: source)
+        }
+    }
+
+    /// ``PolicyManager/refusal(of:to:)``: the one access rule behind every protected read and write.
+    func refusal(of access: ProtectedDataAccess, to owner: Identity) -> ProtectionError? {
+        guard policiesLoaded else {
+            return .policyUnavailable(reason: "the policy source has not loaded yet: \(owner.debugDescription) may be managed")
+        }
+        if let reason = blockReason(for: owner) {
+            return .accountBlocked(identity: owner, reason: reason.rawValue)
+        }
+        switch access {
+        case .create:
+            return nil
+        case let .read(reader), let .modify(writer: reader):
+            // A blocked account reads and changes no owned data, managed or not (as isDataTransferAllowed
+            // answers false for it), isolation on or off; the owner's own data included (accountBlocked above
+            // when the owner is the blocked one).
+            if let reader, !reader.isUnmanaged, blockReason(for: reader) != nil {
+                return .accessDenied(identity: owner, reader: reader)
+            }
+            // Whoever may not read an account's data may not modify it.
+            guard settings.dataIsolation, !isTransferAllowed(from: owner, to: reader) else { return nil }
+            return .accessDenied(identity: owner, reader: reader)
+        case let .transfer(recipient):
+            if let recipient, !recipient.isUnmanaged, let reason = blockReason(for: recipient) {
+                return .accountBlocked(identity: recipient, reason: reason.rawValue)
+            }
+            return isTransferAllowed(from: owner, to: recipient) ? nil : .accessDenied(identity: owner, reader: recipient)
+        }
+    }
+
+    // MARK: Admission
+
+    /// What an admission decides under the lock.
+    enum AdmissionDecision {
+        case admitted
+        case refused(AdmissionError)
+        /// Run the checks (``AdmissionStateMachine/Step/lead(_:_:)``) or wait for a run (`join`).
+        case checks(AdmissionStateMachine.Step)
+    }
+
+    /// Steps 0 to 2 of ``PolicyManager/withAdmittedIdentity(_:reason:isolation:operation:)`` for `account` at
+    /// `now` (uptime nanoseconds): the refusals, then the admission state machine for a managed account.
+    mutating func admissionStep(for account: Identity, at now: UInt64) -> AdmissionDecision {
+        guard !account.isUnmanaged else { return .admitted }
+        // Before the policy source's first load nothing tells a managed account from an unmanaged one, or
+        // a blocked one from an allowed one: nobody is admitted (deny by default).
+        guard policiesLoaded else {
+            return .refused(AdmissionError(
+                account: account, result: .failed, cause: .unavailable("the policy source has not loaded its policies yet")))
+        }
+        if let block = blockReason(for: account), !retriesDenial(of: account, at: now) {
+            return .refused(AdmissionError(account: account, result: .notAllowed, cause: .blocked(block)))
+        }
+        if let allowed = settings.allowedAccounts, !allowed.contains(account) {
+            return .refused(AdmissionError(account: account, result: .notAllowed, cause: .notInAllowedAccounts))
+        }
+        switch accounts.standing(of: account) {
+        case nil: return .admitted
+        case .claimed: return .refused(AdmissionError(account: account, result: .notAllowed, cause: .claimed))
+        case .managed: break
+        }
+        switch admission.start(for: account, at: now) {
+        case .admitted: return .admitted
+        case let step: return .checks(step)
+        }
+    }
+
+    /// Whether an admission at `now` runs the checks of `account` again although it is blocked: its only
+    /// cause is a denial older than the retry interval, and its policy does not block it.
+    private func retriesDenial(of account: Identity, at now: UInt64) -> Bool {
+        guard blocks.causes(of: account) == [.admissionCheckFailed] else { return false }
+        if case let .managed(policy) = accounts.standing(of: account), policy.isAccountBlocked { return false }
+        return admission.retriesDenial(of: account, at: now, retryInterval: settings.admissionRetryInterval)
+    }
+}
