@@ -326,8 +326,8 @@ final class Service: Sendable {
         policies.registerAdmissionCheck(tokenCheck)
 
         // The file manager asks the PolicyManager who is managed, whether their files must be encrypted and
-        // who may read them; the PolicyManager's wipes delete files through it. Each holds the other strongly:
-        // a reference cycle, broken in `shutDown()`.
+        // who may read them; the PolicyManager's wipes delete files through it (it holds this file manager
+        // weakly, since the file manager holds it: no reference cycle).
         files = try FileProtectionManager(
             roots: [documents, exports], keyStore: FileKeyStore(directory: keysDirectory), policy: policies,
             stateDirectory: root + "/state")
@@ -350,10 +350,6 @@ final class Service: Sendable {
         let text = Data("Shift notes of dave@contoso.com: line 3 needs a new belt.\n".utf8)
         IdentityContext.withThreadIdentity(dave.identity) { _ = write(text, to: path, account: dave) }
         policies.blockAccount(dave.identity, reason: .clockedOut)
-    }
-
-    func shutDown() {
-        policies.fileProtection = nil   // breaks the PolicyManager ⇄ FileProtectionManager cycle
     }
 
     /// The service loop: requests arrive on a stream and up to `maxInFlight` are handled at once. The receiving
@@ -1050,7 +1046,6 @@ printTable(["account", "tenant", "standing", "requests", "admitted", "refused", 
                        "\(remaining[account.label] ?? 0)"]
            }, right: [3, 4, 5, 6, 7, 8, 9])
 
-service.shutDown()
 try? FileManager.default.removeItem(atPath: root)
 let problems = ledger.snapshot.problems
 if problems.isEmpty {

@@ -106,10 +106,9 @@ public final class TenantServices: Sendable {
         operations.maxConcurrentOperationCount = 4
     }
 
-    /// Stops the HTTP client, breaks the policy ⇄ file manager cycle and removes the working directory.
+    /// Stops the HTTP client and removes the working directory.
     public func shutDown() async throws {
         try await httpClient.shutdown()
-        policies.fileProtection = nil
         if ownsRoot { try? FileManager.default.removeItem(atPath: root) }
     }
 
