@@ -183,18 +183,31 @@ struct PolicyStateTests {
     }
 }
 
-@Suite("No reference cycle between PolicyManager and FileProtectionManager")
+/// A decorator policy (logging, metrics, fault injection) over a policy manager.
+private struct WrappingPolicy: ManagedIdentityPolicy {
+    let base: PolicyManager
+    func isManaged(_ identity: Identity) -> Bool { base.isManaged(identity) }
+    func isFileEncryptionRequired(for identity: Identity) -> Bool { base.isFileEncryptionRequired(for: identity) }
+    func refusal(of access: ProtectedDataAccess, to owner: Identity) -> ProtectionError? { base.refusal(of: access, to: owner) }
+}
+
+private func contosoManager() -> PolicyManager {
+    PolicyManager(policySource: StaticPolicySource([:], tenants: ["contoso.com": ownedPolicy("contoso")]))
+}
+
+@Suite("No reference cycle between PolicyManager and FileProtectionManager; wipes reach released file managers")
 struct ManagerCycleTests {
-    @Test("a file manager whose policy is the manager is held weakly: dropping both releases both")
-    func released() throws {
+    @Test("a file manager whose policy is the manager, directly or through a wrapper: dropping both releases both", arguments: [false, true])
+    func released(wrapped: Bool) throws {
         let directory = try TemporaryDirectory()
         weak var weakManager: PolicyManager?
         weak var weakFiles: FileProtectionManager?
         do {
             let manager = PolicyManager()
+            let policy: any ManagedIdentityPolicy = wrapped ? WrappingPolicy(base: manager) : manager
             let files = try FileProtectionManager(
                 roots: [directory.file("root")], keyStore: FileKeyStore(directory: directory.file("keys")),
-                policy: manager, stateDirectory: directory.file("state"))
+                policy: policy, stateDirectory: directory.file("state"))
             manager.fileProtection = files
             #expect(manager.fileProtection === files)
             weakManager = manager
@@ -204,20 +217,62 @@ struct ManagerCycleTests {
         #expect(weakFiles == nil)
     }
 
-    @Test("a file manager with another policy is held strongly, so a wipe still deletes its files")
-    func otherPolicy() throws {
+    @Test("a released file manager: the wipe still deletes its files and destroys its keys; nothing is readable after re-enrollment")
+    func wipeAfterRelease() async throws {
         let directory = try TemporaryDirectory()
-        weak var weakFiles: FileProtectionManager?
-        let manager: PolicyManager
+        let root = directory.file("root")
+        try FileManager.default.createDirectory(atPath: root, withIntermediateDirectories: true)
+        let keys = try FileKeyStore(directory: directory.file("keys"))
+        let manager = contosoManager()
+        let data = DataProtectionManager(keyStore: keys, policy: manager)
+        let envelope = try IdentityContext.withThreadIdentity(alice) { try data.protect(Data("alice envelope".utf8)) }
         do {
-            let policy = StaticManagedIdentityPolicy(managed: [alice])
-            let files = try FileProtectionManager(
-                roots: [directory.file("root")], keyStore: FileKeyStore(directory: directory.file("keys")),
-                policy: policy, stateDirectory: directory.file("state"))
-            manager = PolicyManager(fileProtection: files)
-            weakFiles = files
+            let files = try FileProtectionManager(roots: [root], keyStore: keys, policy: manager, stateDirectory: directory.file("state"))
+            manager.fileProtection = files
+            try IdentityContext.withThreadIdentity(alice) { try files.writeFile(atPath: root + "/a.txt", contents: Data("alice file".utf8)) }
         }
-        #expect(weakFiles != nil)
-        #expect(manager.fileProtection === weakFiles)
+        #expect(manager.fileProtection == nil, "the file manager itself is held weakly")
+        let report = await manager.wipeData(forAccount: alice)
+        #expect(report.error == nil)
+        #expect(report.removedFiles == [root + "/a.txt"])
+        #expect(!FileManager.default.fileExists(atPath: root + "/a.txt"))
+        manager.unblockAccount(alice, reason: .wiped)
+        #expect(throws: ProtectionError.self) { try IdentityContext.withThreadIdentity(alice) { try data.unprotect(envelope) } }
+    }
+
+    @Test("a released file manager: a tenant wipe still finds, wipes and blocks owners the manager does not know")
+    func tenantWipeAfterRelease() async throws {
+        let directory = try TemporaryDirectory()
+        let root = directory.file("root")
+        try FileManager.default.createDirectory(atPath: root, withIntermediateDirectories: true)
+        let keys = try FileKeyStore(directory: directory.file("keys"))
+        let manager = contosoManager()
+        let zoe: Identity = "zoe@contoso.com"
+        do {
+            let files = try FileProtectionManager(roots: [root], keyStore: keys, policy: manager, stateDirectory: directory.file("state"))
+            manager.fileProtection = files
+            try IdentityContext.withThreadIdentity(zoe) { try files.writeFile(atPath: root + "/z.txt", contents: Data("zoe".utf8)) }
+        }
+        let report = await manager.wipeData(forTenant: "contoso.com")
+        #expect(report.accounts.map(\.account) == [zoe])
+        #expect(report.accounts.first?.removedFiles == [root + "/z.txt"])
+        #expect(manager.blockReason(for: zoe) == .wiped)
+        #expect(!FileManager.default.fileExists(atPath: root + "/z.txt"))
+    }
+
+    @Test("a file manager with another policy: the manager reads it while it lives, and wipes through it")
+    func otherPolicy() async throws {
+        let directory = try TemporaryDirectory()
+        let root = directory.file("root")
+        try FileManager.default.createDirectory(atPath: root, withIntermediateDirectories: true)
+        let policy = StaticManagedIdentityPolicy(managed: [alice], dataIsolation: false)
+        let files = try FileProtectionManager(
+            roots: [root], keyStore: FileKeyStore(directory: directory.file("keys")),
+            policy: policy, stateDirectory: directory.file("state"))
+        let manager = PolicyManager(fileProtection: files)
+        #expect(manager.fileProtection === files)
+        try IdentityContext.withThreadIdentity(alice) { try files.writeFile(atPath: root + "/a.txt", contents: Data("a".utf8)) }
+        let report = await manager.wipeData(forAccount: alice)
+        #expect(report.removedFiles == [root + "/a.txt"])
     }
 }

@@ -88,13 +88,13 @@ public final class PolicyManager: Sendable {
         var initial = PolicyState(scope: scope, settings: settings)
         initial.policySource = source
         initial.keyStore = keyStore
+        initial.fileProtection = fileProtection.map(FileProtectionLink.init)
         _ = initial.accounts.configure(limit: settings.maxManagedAccounts, policyRequired: settings.policyRequired)
         // Whether it has loaded first, then what it holds: a load that ends between the two reads is then
         // seen as "not loaded yet" (refusing), never as "loaded" with the policies of before it.
         initial.policiesLoaded = source?.hasLoaded ?? true
         _ = initial.accounts.setPolicies(source?.policies ?? .empty)
         state = LockedValue(initial)
-        if let fileProtection { state.withLock { $0.fileProtection = FileProtectionLink(fileProtection, for: self) } }
         source?.setChangeHandler { [weak self] in self?.applyPolicySource() }
         // A load that ended before the handler was installed notified nobody: read the source once more.
         if source != nil { applyPolicySource() }
@@ -154,14 +154,14 @@ public final class PolicyManager: Sendable {
     /// What the selective wipe deletes files with. Settable after creation, because a
     /// `FileProtectionManager` usually takes this manager as its `ManagedIdentityPolicy`.
     ///
-    /// Held strongly, unless its policy is this manager: then weakly, so that the two make no reference cycle
-    /// (the file manager holds this manager, and whoever uses the file manager keeps it alive). Once such a
-    /// file manager is released this reads `nil` and a wipe deletes no file (the wiped account stays
-    /// blocked, so nothing of it is read or written meanwhile through a file manager made later).
+    /// The manager keeps what a wipe needs of it (its roots, key store, owners and wipe journal) for as long
+    /// as it lives, and the file manager itself weakly: the file manager holds its policy, often this manager,
+    /// so the two make no reference cycle. This property reads `nil` once nobody else holds the file manager;
+    /// wipes still delete its files and destroy the keys in its key store.
     public var fileProtection: FileProtectionManager? {
         get { state.withLock { $0.fileProtection?.manager } }
         set {
-            let link = newValue.map { FileProtectionLink($0, for: self) }
+            let link = newValue.map(FileProtectionLink.init)
             state.withLock { $0.fileProtection = link }
         }
     }

@@ -24,7 +24,7 @@ struct PolicyState {
     var delegate: (any PolicyDelegate)?
     var checks: [any ConditionalLaunchCheck] = []
     var policySource: (any PolicySource)?
-    /// What the selective wipe deletes files with (held weakly when that manager holds this one).
+    /// What the selective wipe deletes files with (its storage; the file manager itself weakly).
     var fileProtection: FileProtectionLink?
     var keyStore: (any KeyStore)?
     var switches = UISwitchStateMachine()

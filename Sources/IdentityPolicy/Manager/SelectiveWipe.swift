@@ -2,49 +2,38 @@ import Dispatch
 import IdentityProtection
 import IdentityRuntime
 
-/// How a ``PolicyManager`` holds the `FileProtectionManager` its wipes delete files with: strongly, unless that
-/// file manager's policy is the manager itself. Then weakly: the file manager holds the manager, so a strong
-/// link back would make a reference cycle, and whoever uses the file manager keeps it alive.
-enum FileProtectionLink {
-    struct WeakReference {
-        weak var manager: FileProtectionManager?
-    }
+/// How a ``PolicyManager`` holds the `FileProtectionManager` its wipes delete files with: the file manager's
+/// storage (roots, key store, owners, wipe journal) strongly, and the file manager itself weakly. A file
+/// manager holds its policy, which is often this manager (or a wrapper of it): holding only the part without
+/// the policy makes no reference cycle, and a wipe still reaches every file and key after the app released
+/// the file manager.
+struct FileProtectionLink {
+    /// What the wipe works on.
+    let storage: ProtectedRoots
+    /// The file manager, for ``PolicyManager/fileProtection``, while someone else holds it.
+    weak var manager: FileProtectionManager?
 
-    case strong(FileProtectionManager)
-    case weak(WeakReference)
-
-    init(_ files: FileProtectionManager, for manager: PolicyManager) {
-        if let policy = files.policy as? PolicyManager, policy === manager {
-            self = .weak(WeakReference(manager: files))
-        } else {
-            self = .strong(files)
-        }
-    }
-
-    /// The file manager, `nil` once a weakly held one was released.
-    var manager: FileProtectionManager? {
-        switch self {
-        case let .strong(files): files
-        case let .weak(reference): reference.manager
-        }
+    init(_ files: FileProtectionManager) {
+        storage = files.storage
+        manager = files
     }
 }
 
 /// One selective wipe (``PolicyManager/wipeData(forAccount:)``, ``PolicyManager/wipeData(forTenant:)``): the
-/// policy manager, the file manager and the key store it works over, read once when it starts.
+/// policy manager, the file manager's storage and the key store it works over, read once when it starts.
 ///
-/// Neither manager holds a wipe; a wipe holds both only while it runs.
+/// Neither manager holds a wipe; a wipe holds them only while it runs.
 struct SelectiveWipe: Sendable {
     let manager: PolicyManager
 
     /// Runs the wipe on a GCD thread (never the main queue, never a thread of the cooperative pool: it walks
-    /// the roots and waits for writes in flight) for the accounts `accounts` names, given the file manager.
+    /// the roots and waits for writes in flight) for the accounts `accounts` names, given the file storage.
     func run(
-        _ accounts: @escaping @Sendable (FileProtectionManager?) -> [Identity]
+        _ accounts: @escaping @Sendable (ProtectedRoots?) -> [Identity]
     ) async -> [WipeReport] {
         await withCheckedContinuation { continuation in
             DispatchQueue.global(qos: .utility).async {
-                let files = manager.state.withLock { $0.fileProtection?.manager }
+                let files = manager.state.withLock { $0.fileProtection?.storage }
                 continuation.resume(returning: wipe(accounts(files), files: files))
             }
         }
@@ -52,7 +41,7 @@ struct SelectiveWipe: Sendable {
 
     /// The steps of ``PolicyManager/wipeData(forAccount:)`` for `accounts`, the files of all of them in one
     /// walk.
-    private func wipe(_ accounts: [Identity], files: FileProtectionManager?) -> [WipeReport] {
+    private func wipe(_ accounts: [Identity], files: ProtectedRoots?) -> [WipeReport] {
         let accounts = accounts.filter { !$0.isUnmanaged }
         // From the start nothing new is created for the accounts, by any thread.
         for account in accounts { manager.block(account, reason: .wiped, window: nil) }

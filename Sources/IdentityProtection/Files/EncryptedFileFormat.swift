@@ -137,6 +137,13 @@ enum EncryptedFileFormat {
             bytes: Array(UnsafeRawBufferPointer(rebasing: prefix[..<reader.offset])))
     }
 
+    /// Opens the file at `path` and reads its header. `nil`: not an encrypted file.
+    static func header(atPath path: String) throws(ProtectionError) -> Header? {
+        let fd = try POSIX.openFile(path, O_RDONLY)
+        defer { POSIX.closeFile(fd) }
+        return try readHeader(fd, path: path)
+    }
+
     /// Reads and parses the header at the start of `fd`. `nil`: not an encrypted file.
     static func readHeader(_ fd: Int32, path: String) throws(ProtectionError) -> Header? {
         let prefix = try POSIX.preadUpTo(fd, upTo: maximumHeaderLength, at: 0, path: path)

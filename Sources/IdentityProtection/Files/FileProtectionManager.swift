@@ -46,21 +46,20 @@ import Darwin
 /// as they would with `rename(2)`: the last rename wins, and neither file is torn.
 public final class FileProtectionManager: Sendable {
     /// Where keys come from.
-    public let keyStore: any KeyStore
+    public var keyStore: any KeyStore { storage.keyStore }
     /// Which identities are managed and need encryption at rest.
     public let policy: any ManagedIdentityPolicy
     /// Where the owner index and the wipe journal live: its real path (symbolic links resolved when the
     /// manager was made).
-    public let stateDirectory: String
+    public var stateDirectory: String { storage.stateDirectory }
     /// Plaintext bytes per encrypted chunk of files this manager writes (files it reads carry their own).
     public let chunkSize: Int
+    /// Everything but the policy: roots, keys, owners, the wipe journal, creations in flight.
+    package let storage: ProtectedRoots
 
-    /// The runtime's own directories (real paths), never read or written through the file APIs.
-    let reservedDirectories: [String]
-    let owners: FileOwnerStore
-    let journal: WipeJournal
-    let creations = CreationTracker()
-    private let registeredRoots: LockedValue<[String]>
+    var reservedDirectories: [String] { storage.reservedDirectories }
+    var owners: FileOwnerStore { storage.owners }
+    var creations: CreationTracker { storage.creations }
 
     /// A manager for files under `roots`.
     ///
@@ -87,28 +86,19 @@ public final class FileProtectionManager: Sendable {
             throw .invalidEnvelope(reason: "chunk size \(chunkSize) outside 1...\(EncryptedFileFormat.maximumChunkSize)")
         }
         let state = try POSIX.makePrivateDirectory(Paths.absolute(stateDirectory))
-        self.keyStore = keyStore
         self.policy = policy
-        self.stateDirectory = state
         self.chunkSize = chunkSize
-        self.owners = FileOwnerStore(storage: ownerStorage, index: OwnerIndex(path: Paths.join(state, "owners.index")))
-        self.journal = WipeJournal(path: Paths.join(state, "wipes.journal"))
-        self.registeredRoots = LockedValue(roots.map(Paths.absolute))
-        self.reservedDirectories = [state] + ((keyStore as? FileKeyStore).map { [$0.directory] } ?? [])
-        try finishInterruptedRemovals()
+        self.storage = try ProtectedRoots(roots: roots, keyStore: keyStore, stateDirectory: state, ownerStorage: ownerStorage)
     }
 
     /// The protected roots (absolute paths).
     public var roots: [String] {
-        registeredRoots.withLock { $0 }
+        storage.roots
     }
 
     /// Adds a protected root.
     public func addRoot(_ path: String) {
-        let absolute = Paths.absolute(path)
-        registeredRoots.withLock { roots in
-            if !roots.contains(absolute) { roots.append(absolute) }
-        }
+        storage.addRoot(Paths.absolute(path))
     }
 
     // MARK: Owners
@@ -388,9 +378,7 @@ public final class FileProtectionManager: Sendable {
     }
 
     func encryptedHeader(_ path: String) throws(ProtectionError) -> EncryptedFileFormat.Header? {
-        let fd = try POSIX.openFile(path, O_RDONLY)
-        defer { POSIX.closeFile(fd) }
-        return try EncryptedFileFormat.readHeader(fd, path: path)
+        try EncryptedFileFormat.header(atPath: path)
     }
 
     /// The one way to decrypt a file: the policy must allow `access` to the owner's data (`nil`: a read by
