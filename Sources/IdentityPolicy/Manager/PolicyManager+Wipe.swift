@@ -57,7 +57,7 @@ extension PolicyManager {
                     + state.accounts.registry.keys.filter { state.accounts.tenant(of: $0) == tenant }
             })
             let owners = (try? files?.ownersUnderRoots()) ?? []
-            accounts.formUnion(owners.filter { !$0.isUnmanaged && manager.tenant(of: $0) == tenant })
+            accounts.formUnion(owners.filter { !$0.isUnmanaged && manager.tenant(for: $0) == tenant })
             let sorted = accounts.sorted { $0.foldedName < $1.foldedName }
             return TenantWipeReport(tenant: tenant, accounts: manager.wipeNow(sorted))
         }
