@@ -45,7 +45,7 @@ public enum ProtectionError: Error, Equatable, Sendable, CustomStringConvertible
     /// 104: an owner identity field or argument that cannot be used.
     case invalidIdentity(reason: String)
     /// 105: the path does not exist or is not a regular file (for a directory operation: not a directory),
-    /// or a `URL` given for a file is not a file URL (`path` is then its `absoluteString`).
+    /// or a `URL` given for a file is not a file URL of this host (`path` is then its `absoluteString`).
     case fileNotFound(path: String)
     /// 106: an operating-system call failed (`errno` is its error number; `EACCES`, `EROFS`, `ENOSPC`,
     /// `ENOTDIR`, `EIO`, ...).

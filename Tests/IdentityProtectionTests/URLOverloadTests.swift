@@ -55,7 +55,7 @@ struct URLOverloadTests {
         #expect(try fixture.files.protectionInfo(at: copy)?.owner == alice)
     }
 
-    @Test("protectDirectory(at:owner:) and ownerOfDirectory(at:)")
+    @Test("protectDirectory(at:owner:) and ownerOfDirectory(at:), with or without a trailing slash")
     func directories() throws {
         let fixture = try Fixture()
         let directory = url(fixture, "inbox")
@@ -63,6 +63,21 @@ struct URLOverloadTests {
         try fixture.files.protectDirectory(at: directory, owner: bob)
         #expect(try fixture.files.ownerOfDirectory(at: directory) == bob)
         #expect(try fixture.files.ownerOfDirectory(atPath: fixture.path("inbox")) == bob)
+        let slashed = URL(fileURLWithPath: fixture.path("inbox"), isDirectory: true)
+        #expect(slashed.absoluteString.hasSuffix("/inbox/"))
+        #expect(try fixture.files.ownerOfDirectory(at: slashed) == bob)
+    }
+
+    @Test("a relative file URL resolves against its base; file://localhost/ is this host")
+    func relativeAndLocalhost() throws {
+        let fixture = try Fixture()
+        let relative = URL(fileURLWithPath: "notes.txt", relativeTo: URL(fileURLWithPath: fixture.root, isDirectory: true))
+        try IdentityContext.withThreadIdentity(alice) {
+            try fixture.files.writeFile(at: relative, contents: Data("n".utf8))
+        }
+        #expect(try fixture.files.protectionInfo(atPath: fixture.path("notes.txt"))?.owner == alice)
+        let localhost = URL(string: "file://localhost" + fixture.path("notes.txt"))!
+        #expect(try fixture.files.protectionInfo(at: localhost)?.owner == alice)
     }
 
     @Test("openFile(at:), openProtectedFile(at:) and ProtectedFile(at:)")
@@ -167,7 +182,11 @@ struct URLOverloadTests {
         let (name, operation) = Self.operations[index]
         let fixture = try Fixture()
         let before = try FileManager.default.subpathsOfDirectory(atPath: fixture.directory).sorted()
-        for target in [Self.remote, URL(string: "data:text/plain,hello")!, URL(string: "relative/q3.txt")!] {
+        let targets = [
+            Self.remote, URL(string: "data:text/plain,hello")!, URL(string: "relative/q3.txt")!,
+            URL(string: "file://fileserver/share/q3.txt")!,
+        ]
+        for target in targets {
             let error = protectionError { try IdentityContext.withThreadIdentity(alice) { try operation(fixture.files, target) } }
             #expect(error == .fileNotFound(path: target.absoluteString), "\(name) with \(target)")
             #expect(error?.code == 105)

@@ -3,16 +3,22 @@ import IdentityRuntime
 
 // Every path-taking operation of `FileProtectionManager` takes a file `URL` too, as `FileManager` does:
 // `atPath:` (and `toPath:`) for a `String`, `at:` (and `to:`) for a `URL`. The URL form is the path form
-// applied to the URL's path: same decisions, same errors. A URL that is not a file URL names no file in the
-// file system and is refused with `ProtectionError.fileNotFound(path:)` (105), its `absoluteString` as the
-// path, before anything is read, written or asked of the policy.
+// applied to the URL's path: same decisions, same errors. A URL that is not a file URL of this host names no
+// file in the file system and is refused with `ProtectionError.fileNotFound(path:)` (105), its
+// `absoluteString` as the path, before anything is read, written or asked of the policy.
 
 extension URL {
-    /// The file-system path of a file URL (percent-decoded), or ``ProtectionError/fileNotFound(path:)`` (105)
-    /// for any other URL (`https:`, `data:`, a relative reference with no scheme...).
+    /// The file-system path (percent-decoded) of a file URL of this host, resolved against its base URL when
+    /// it has one; ``ProtectionError/fileNotFound(path:)`` (105) for any other URL: `https:`, `data:`, a
+    /// reference without a scheme, or a `file:` URL that names another host (`file://server/share/a.txt`,
+    /// which is not the local `/share/a.txt`).
     func protectionFilePath() throws(ProtectionError) -> String {
-        guard isFileURL else { throw .fileNotFound(path: absoluteString) }
-        let path = path(percentEncoded: false)
+        let url = absoluteURL
+        guard url.isFileURL else { throw .fileNotFound(path: absoluteString) }
+        if let host = url.host(percentEncoded: false), !host.isEmpty, host.lowercased() != "localhost" {
+            throw .fileNotFound(path: absoluteString)
+        }
+        let path = url.path(percentEncoded: false)
         guard !path.isEmpty else { throw .fileNotFound(path: absoluteString) }
         return path
     }
