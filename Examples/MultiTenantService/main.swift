@@ -18,7 +18,7 @@
 //    (allowed), by carol of fabrikam, an unmanaged account, the guest and code with no identity (each refused
 //    with ProtectionError 108, no plaintext); carol's clear-text file refused to alice all the same; dave's
 //    notes refused while he is blocked (109); a handover file re-owned from alice to bob with
-//    protect(path:identity:), after the same handover to carol was refused.
+//    protect(atPath:owner:), after the same handover to carol was refused.
 // 4. Files at rest: owner, encryption and raw bytes of every file, each read back under its owner.
 // 5. The wipe of the tenant contoso.com while five admitted uploads (four of contoso, one of fabrikam; raw
 //    threads that carry the identity in an IdentitySnapshot) keep writing: afterwards no file of contoso
@@ -329,7 +329,7 @@ final class Service: Sendable {
         // who may read them; the PolicyManager's wipes delete files through it (it holds this file manager
         // weakly, since the file manager holds it: no reference cycle).
         files = try FileProtectionManager(
-            roots: [documents, exports], keyStore: FileKeyStore(directory: keysDirectory), policy: policies,
+            roots: [documents, exports], keyStore: FileKeyStore(atPath: keysDirectory), policy: policies,
             stateDirectory: root + "/state")
         policies.fileProtection = files
         storage.name = "storage"
@@ -482,7 +482,7 @@ final class Service: Sendable {
     /// "encrypted" or "clear" (file metadata: no access check).
     func encryption(of path: String) -> String {
         do {
-            return try files.isFileEncrypted(path: path) ? "encrypted" : "clear"
+            return try files.isFileEncrypted(atPath: path) ? "encrypted" : "clear"
         } catch {
             ledger.problem("\(relative(path)): \(error)")
             return "?"
@@ -590,7 +590,7 @@ func acrossAccounts(_ service: Service) async {
         return
     }
 
-    /// Reads `path` with readFile as `reader` (admitted first); refused reads also try decryptFile(toCopyPath:),
+    /// Reads `path` with readFile as `reader` (admitted first); refused reads also try decryptFile(toPath:),
     /// which must leave no copy.
     func read(_ path: String, as reader: Identity?, expecting plaintext: Data) async -> ReadOutcome? {
         let copy = service.root + "/refused-copy"
@@ -603,10 +603,10 @@ func acrossAccounts(_ service: Service) async {
                     return .plaintext
                 } catch {
                     do throws(ProtectionError) {
-                        try files.decryptFile(path: path, toCopyPath: copy)
-                        ledger.problem("\(show(reader)): decryptFile(toCopyPath:) of \(service.relative(path)) worked")
+                        try files.decryptFile(atPath: path, toPath: copy)
+                        ledger.problem("\(show(reader)): decryptFile(toPath:) of \(service.relative(path)) worked")
                     } catch let copyError {
-                        ledger.expect(copyError == error, "decryptFile(toCopyPath:) as \(show(reader)): \(copyError)")
+                        ledger.expect(copyError == error, "decryptFile(toPath:) as \(show(reader)): \(copyError)")
                     }
                     ledger.expect(!FileManager.default.fileExists(atPath: copy), "a refused copy exists")
                     return .refused(error)
@@ -650,7 +650,7 @@ func acrossAccounts(_ service: Service) async {
                   "dave's notes read as alice: \(blocked.map { "\($0)" } ?? "?")")
 
     // A handover: alice gives a file of hers to a colleague. Re-owning is a transfer: the same rule decides.
-    print("\n  alice hands handover.txt over with protect(path:identity:):")
+    print("\n  alice hands handover.txt over with protect(atPath:owner:):")
     let handover = "\(service.documents)/alice/handover.txt"
     let handoverText = Data("Handover from alice: the Q4 deck is in the usual place.\n".utf8)
     do {
@@ -662,12 +662,12 @@ func acrossAccounts(_ service: Service) async {
             var refusal: ProtectionError?
             do {
                 try await service.acting(as: alice.identity, AdmissionReason("hand over to \(recipient.label)")) {
-                    try files.protect(path: handover, identity: recipient.identity)
+                    try files.protect(atPath: handover, owner: recipient.identity)
                 }
             } catch let error as ProtectionError {
                 refusal = error
             }
-            let owner = try files.protectionInfo(path: handover)?.owner
+            let owner = try files.protectionInfo(atPath: handover)?.owner
             let unchanged = FileManager.default.contents(atPath: handover) == before
             print("    to \(pad(show(recipient.identity), 18)) "
                 + (refusal.map { "refused: \($0); still alice's, unchanged: \(unchanged)" }
@@ -767,14 +767,14 @@ func tenantWipe(_ service: Service, backup: String?) async -> [String: Int] {
     let ledger = service.ledger, files = service.files, policies = service.policies
     let contoso = Organizations.contoso.tenant
     func inContoso(_ owner: Identity?) -> Bool {
-        owner.map { !$0.isUnmanaged && policies.tenant(of: $0) == contoso } ?? false
+        owner.map { !$0.isUnmanaged && policies.tenant(for: $0) == contoso } ?? false
     }
 
     // Everything that is not contoso's, byte for byte, to compare afterwards.
     var others: [String: Data] = [:]
     var contosoFiles = 0
     for path in service.filesUnderRoots() {
-        if inContoso(try? files.protectionInfo(path: path)?.owner) {
+        if inContoso(try? files.protectionInfo(atPath: path)?.owner) {
             contosoFiles += 1
         } else {
             others[path] = FileManager.default.contents(atPath: path)
@@ -813,7 +813,7 @@ func tenantWipe(_ service: Service, backup: String?) async -> [String: Int] {
         } else {
             ledger.expect(progress.refused == 0, "carol's upload was refused \(progress.refused) time(s)")
             ledger.expectNone(progress.written.filter {
-                (try? files.protectionInfo(path: $0)?.owner) != Accounts.carol.identity
+                (try? files.protectionInfo(atPath: $0)?.owner) != Accounts.carol.identity
             }.map(service.relative), "part(s) of carol's upload missing or not hers")
         }
     }
@@ -846,7 +846,7 @@ func tenantWipe(_ service: Service, backup: String?) async -> [String: Int] {
     }
 
     // Nothing of contoso remains; everything else is as it was.
-    let survivors = service.filesUnderRoots().filter { inContoso(try? files.protectionInfo(path: $0)?.owner) }
+    let survivors = service.filesUnderRoots().filter { inContoso(try? files.protectionInfo(atPath: $0)?.owner) }
     ledger.expectNone(survivors.map(service.relative), "file(s) of contoso.com survived the wipe")
     let owners = (try? files.ownersUnderRoots()) ?? []
     ledger.expect(!owners.contains(where: inContoso), "ownersUnderRoots still lists accounts of contoso.com")
@@ -927,7 +927,7 @@ for account in Accounts.all {
     let block = reason == .notBlocked ? nil : reason
     let policy = policies.policy(for: me)
     let saves = SaveTarget.rotation(for: me).filter { policy.isSaveToAllowed(for: $0.location, account: $0.account) }
-    accountRows.append([show(me), me.isUnmanaged ? "—" : policies.tenant(of: me)?.rawValue ?? "—",
+    accountRows.append([show(me), me.isUnmanaged ? "—" : policies.tenant(for: me).rawValue,
                         managed ? "yes" : "no", block.map { "\($0) (\($0.rawValue))" } ?? "no",
                         policies.isFileEncryptionRequired(for: me) ? "required" : "no",
                         managed ? "\(policy.dataTransfer)" : "—",
@@ -956,7 +956,7 @@ let auditLog = service.documents + "/audit.log"
 do {
     let lines = ledger.snapshot.auditLines.sorted()
     try files.writeFile(atPath: auditLog, contents: Data(lines.joined(separator: "\n").utf8))
-    ledger.expect(try files.protectionInfo(path: auditLog) == nil, "audit.log has an owner")
+    ledger.expect(try files.protectionInfo(atPath: auditLog) == nil, "audit.log has an owner")
 } catch {
     ledger.problem("audit.log: \(error)")
 }
@@ -980,8 +980,8 @@ var backup: String?    // a raw copy of alice's forecast, kept outside the prote
 for file in ledger.snapshot.files.sorted(by: { $0.path < $1.path }) {
     let name = service.relative(file.path), owner = file.account.identity
     do {
-        let recorded = try files.protectionInfo(path: file.path)?.owner
-        let encrypted = try files.isFileEncrypted(path: file.path)
+        let recorded = try files.protectionInfo(atPath: file.path)?.owner
+        let encrypted = try files.isFileEncrypted(atPath: file.path)
         let raw = FileManager.default.contents(atPath: file.path) ?? Data()
         let plaintextOnDisk = raw.range(of: file.plaintext) != nil     // the bytes on disk, not through the runtime
         // Reading a managed account's data needs a reader its policy allows: the owner itself.

@@ -17,7 +17,7 @@ import Darwin
 /// | 102 | ``authenticationFailed`` | AES-GCM tag check failed: tampered header or body, wrong key, reordered or dropped chunk |
 /// | 103 | ``keyNotFound(identity:keyID:)`` | the owner has no key with that id (never had it, or it was destroyed by a wipe) |
 /// | 104 | ``invalidIdentity(reason:)`` | an owner field that is not valid UTF-8, too long or not a valid identity; an identity that cannot own encrypted data |
-/// | 105 | ``fileNotFound(path:)`` | no such file, or the path names something other than a regular file (a directory, a socket) |
+/// | 105 | ``fileNotFound(path:)`` | no such file, or the path names something other than a regular file (a directory, a socket), or a `URL` that is not a file URL (`path` is its `absoluteString`) |
 /// | 106 | ``ioFailure(path:operation:errno:)`` | the operating system refused or failed: permission denied, read-only, no space, I/O error |
 /// | 107 | ``cryptoBackendFailure(_:)`` | the crypto library failed (random generator, cipher setup); not caused by the input |
 /// | 108 | ``accessDenied(identity:reader:)`` | the data belongs to a managed account that the reader (the effective file identity), or the recipient of a transfer, may not see: no byte of plaintext is returned |
@@ -44,7 +44,8 @@ public enum ProtectionError: Error, Equatable, Sendable, CustomStringConvertible
     case keyNotFound(identity: Identity, keyID: ProtectionKeyID?)
     /// 104: an owner identity field or argument that cannot be used.
     case invalidIdentity(reason: String)
-    /// 105: the path does not exist or is not a regular file.
+    /// 105: the path does not exist or is not a regular file (for a directory operation: not a directory),
+    /// or a `URL` given for a file is not a file URL of this host (`path` is then its `absoluteString`).
     case fileNotFound(path: String)
     /// 106: an operating-system call failed (`errno` is its error number; `EACCES`, `EROFS`, `ENOSPC`,
     /// `ENOTDIR`, `EIO`, ...).

@@ -57,13 +57,13 @@ public enum IsolationStress {
     public enum API: String, CaseIterable, Sendable {
         case protect, unprotect, unprotectInTask, writeFile, readFile, readFileThroughQueue, decryptFileToCopy
         case openProtectedFile, isDataTransferAllowed, reownFile
-        /// `decryptFile(path:)` of another caller's file (a read and a modification).
+        /// `decryptFile(atPath:)` of another caller's file (a read and a modification).
         case decryptInPlace
-        /// `decryptFile(path:toCopyPath:)` of one file over another existing file.
+        /// `decryptFile(atPath:toPath:)` of one file over another existing file.
         case copyOver
-        /// `protect(fileAtPath:toPath:identity:)` of a file into a stream file, for an owner of the caller's choice.
+        /// `protect(atPath:toPath:owner:)` of a file into a stream file, for an owner of the caller's choice.
         case protectFileToStream
-        /// `unprotect(fileAtPath:toPath:)` of a stream file to a fresh path or over another existing file.
+        /// `unprotect(atPath:toPath:)` of a stream file to a fresh path or over another existing file.
         case unprotectStreamFile
         /// Reads of existing envelopes and files through a manager whose policy source has never loaded.
         case readUnloaded

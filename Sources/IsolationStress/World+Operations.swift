@@ -224,7 +224,7 @@ extension World {
                 case .decryptFileToCopy:
                     let copy = fresh("copy")
                     defer { try? FileManager.default.removeItem(atPath: copy) }
-                    try files.decryptFile(path: item.path, toCopyPath: copy)
+                    try files.decryptFile(atPath: item.path, toPath: copy)
                     return FileManager.default.contents(atPath: copy)
                 default:
                     let file = try files.openProtectedFile(atPath: item.path, options: [.read])
@@ -376,7 +376,7 @@ extension World {
 
     /// Checks that the file of `item` is recorded as `state.owner`'s and holds `state.plaintext` (read as its owner).
     func verify(_ item: Item, state: Item.State, api: IsolationStress.API, what: String) {
-        let owner = try? files.protectionInfo(path: item.path)?.owner
+        let owner = try? files.protectionInfo(atPath: item.path)?.owner
         let reread = try? IdentityContext.withThreadIdentity(state.owner) { try files.readFile(atPath: item.path) }
         if owner != state.owner || (reread != nil && reread != state.plaintext) {
             tally(api, nil, violation: "\(what): the file is \(show(owner))'s, holding other bytes")
@@ -393,7 +393,7 @@ extension World {
             let what = "re-owning \(show(state.owner))'s file to \(show(target))"
             let owner = state.owner
             let result = attempt {
-                try IdentityContext.withThreadIdentity(owner) { try files.protect(path: item.path, identity: target) }
+                try IdentityContext.withThreadIdentity(owner) { try files.protect(atPath: item.path, owner: target) }
                 return nil
             }
             switch judge(.reownFile, what, refusals: refusals, blocks: blocks, result) {
@@ -408,15 +408,15 @@ extension World {
         }
     }
 
-    /// `decryptFile(path:)` of `item` by `caller`: a modification of the owner's data (and a read).
+    /// `decryptFile(atPath:)` of `item` by `caller`: a modification of the owner's data (and a read).
     func decryptInPlace(_ item: Item, by caller: Identity?) {
         item.state.withLock { state in
             guard !state.retired else { return }
             let before = FileManager.default.contents(atPath: item.path)
             let blocks = blocks.snapshot([state.owner, caller])
-            let what = "decryptFile(path:) of \(show(state.owner))'s file by \(show(caller))"
+            let what = "decryptFile(atPath:) of \(show(state.owner))'s file by \(show(caller))"
             let result = attempt {
-                try IdentityContext.withThreadIdentity(caller) { try files.decryptFile(path: item.path) }
+                try IdentityContext.withThreadIdentity(caller) { try files.decryptFile(atPath: item.path) }
                 return nil
             }
             switch judge(.decryptInPlace, what, refusals: model.read(owner: state.owner, by: caller, blocks), blocks: blocks, result) {
@@ -430,18 +430,18 @@ extension World {
         }
     }
 
-    /// `decryptFile(path: source, toCopyPath: target)` by `caller`: a read of the source's owner, and the
+    /// `decryptFile(atPath: source, toPath: target)` by `caller`: a read of the source's owner, and the
     /// target file replaced by data of that owner (a modification of the target's owner, and a transfer).
     func copyOver(_ source: Item, onto target: Item, by caller: Identity?) {
         let what = { (source: Identity?, target: Identity?) in
-            "decryptFile(path: \(self.show(source))'s file, toCopyPath: \(self.show(target))'s file) by \(self.show(caller))"
+            "decryptFile(atPath: \(self.show(source))'s file, toPath: \(self.show(target))'s file) by \(self.show(caller))"
         }
         writeOver(target, from: source, api: .copyOver, by: caller, describe: what) {
-            try files.decryptFile(path: source.path, toCopyPath: target.path)
+            try files.decryptFile(atPath: source.path, toPath: target.path)
         }
     }
 
-    /// `protect(fileAtPath:toPath:identity:)` of `item` into a new stream file, by `caller`, for an owner of
+    /// `protect(atPath:toPath:owner:)` of `item` into a new stream file, by `caller`, for an owner of
     /// its choice (none named, itself, anyone).
     func protectToStreamFile(_ item: Item, by caller: Identity?, _ random: inout SplitMix64) {
         let named: Identity? = [nil, caller, anyone(&random)][Int.random(in: 0..<3, using: &random)]
@@ -453,15 +453,15 @@ extension World {
             let refusals = model.read(owner: state.owner, by: caller, blocks)
                 .union(state.owner == newOwner ? [] : model.transfer(owner: state.owner, to: newOwner, blocks))
                 .union(model.create(for: newOwner, blocks))
-            let what = "protect(fileAtPath: \(show(state.owner))'s file, identity: \(show(named))) by \(show(caller))"
+            let what = "protect(atPath: \(show(state.owner))'s file, owner: \(show(named))) by \(show(caller))"
             let result = attempt {
-                try IdentityContext.withThreadIdentity(caller) { try files.protect(fileAtPath: item.path, toPath: destination, identity: named) }
+                try IdentityContext.withThreadIdentity(caller) { try files.protect(atPath: item.path, toPath: destination, owner: named) }
                 return nil
             }
             switch judge(.protectFileToStream, what, refusals: refusals, blocks: blocks, result) {
             case .allowed:
                 checkAtRest(destination, owner: newOwner, plaintext: state.plaintext, api: .protectFileToStream)
-                if (try? files.protectionInfo(path: destination)?.owner) != newOwner {
+                if (try? files.protectionInfo(atPath: destination)?.owner) != newOwner {
                     tally(.protectFileToStream, nil, violation: "\(what): the stream file is not recorded as \(show(newOwner))'s")
                 }
                 add(Item(kind: .streamFile, plaintext: state.plaintext, path: destination, owner: newOwner, envelope: Data()))
@@ -475,7 +475,7 @@ extension World {
         }
     }
 
-    /// `unprotect(fileAtPath:toPath:)` of the stream file `item` by `caller`, to a fresh path or over the file
+    /// `unprotect(atPath:toPath:)` of the stream file `item` by `caller`, to a fresh path or over the file
     /// `over` (a modification of its owner's data, which becomes the stream's owner's).
     func unprotectStreamFile(_ item: Item, over target: Item?, by caller: Identity?) {
         guard let target else {
@@ -485,9 +485,9 @@ extension World {
                 defer { try? FileManager.default.removeItem(atPath: destination) }
                 let blocks = blocks.snapshot([state.owner, caller])
                 let refusals = model.read(owner: state.owner, by: caller, blocks).union(model.create(for: state.owner, blocks))
-                let what = "unprotect(fileAtPath: \(show(state.owner))'s stream file) by \(show(caller))"
+                let what = "unprotect(atPath: \(show(state.owner))'s stream file) by \(show(caller))"
                 let result = attempt {
-                    try IdentityContext.withThreadIdentity(caller) { try files.unprotect(fileAtPath: item.path, toPath: destination) }
+                    try IdentityContext.withThreadIdentity(caller) { try files.unprotect(atPath: item.path, toPath: destination) }
                     return FileManager.default.contents(atPath: destination)
                 }
                 if case let .allowed(bytes) = judge(.unprotectStreamFile, what, refusals: refusals, blocks: blocks, secret: state.plaintext, result),
@@ -497,10 +497,10 @@ extension World {
             }
         }
         let what = { (source: Identity?, target: Identity?) in
-            "unprotect(fileAtPath: \(self.show(source))'s stream file, toPath: \(self.show(target))'s file) by \(self.show(caller))"
+            "unprotect(atPath: \(self.show(source))'s stream file, toPath: \(self.show(target))'s file) by \(self.show(caller))"
         }
         writeOver(target, from: item, api: .unprotectStreamFile, by: caller, creates: true, describe: what) {
-            try files.unprotect(fileAtPath: item.path, toPath: target.path)
+            try files.unprotect(atPath: item.path, toPath: target.path)
         }
     }
 

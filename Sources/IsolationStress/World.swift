@@ -142,7 +142,7 @@ final class World: Sendable {
         settings.dataIsolation = options.dataIsolation
         manager = PolicyManager(settings: settings, policySource: StaticPolicySource(tenants: tenants))
         for account in accounts { manager.registerAccount(account) }
-        let keys = try FileKeyStore(directory: directory + "/keys")
+        let keys = try FileKeyStore(atPath: directory + "/keys")
         let policy: any ManagedIdentityPolicy = options.fault == .none ? manager : FaultyPolicy(base: manager, fault: options.fault)
         data = DataProtectionManager(keyStore: keys, policy: policy)
         files = try FileProtectionManager(roots: [root], keyStore: keys, policy: policy, stateDirectory: directory + "/state")
@@ -152,7 +152,7 @@ final class World: Sendable {
         let probe = root + "/owner-probe"
         let (files, unloadedFiles, account) = (files, unloadedFiles, accounts[1])
         try IdentityContext.withThreadIdentity(account) { try files.writeFile(atPath: probe, contents: Data("probe".utf8)) }
-        unloadedSeesOwners = (try? unloadedFiles.protectionInfo(path: probe)?.owner) == account
+        unloadedSeesOwners = (try? unloadedFiles.protectionInfo(atPath: probe)?.owner) == account
         try? FileManager.default.removeItem(atPath: probe)
     }
 

@@ -31,7 +31,7 @@ func say(_ line: String) {
 
 do {
     let files = try FileProtectionManager(
-        roots: [directory + "/root"], keyStore: try FileKeyStore(directory: directory + "/keys"),
+        roots: [directory + "/root"], keyStore: try FileKeyStore(atPath: directory + "/keys"),
         // The workload rewrites one path as alice and as carol and reads from no identity: crash consistency,
         // not isolation, is under test here, so the policy opts out of it.
         policy: StaticManagedIdentityPolicy(managed: [alice, bob], fileEncryptionRequired: true, dataIsolation: false),
@@ -53,9 +53,9 @@ do {
         for step in 1... {
             say("begin \(step)")
             switch step % 3 {
-            case 0: try files.decryptFile(path: path)
-            case 1: try files.encryptFile(path: path, for: alice)
-            default: try files.encryptFile(path: path, for: bob)
+            case 0: try files.decryptFile(atPath: path)
+            case 1: try files.encryptFile(atPath: path, owner: alice)
+            default: try files.encryptFile(atPath: path, owner: bob)
             }
             say("done \(step)")
         }

@@ -16,8 +16,8 @@ extension BenchCommand {
         let sealed: Data
         do {
             manager = DataProtectionManager(
-                keyStore: try FileKeyStore(directory: scratch), policy: StaticManagedIdentityPolicy(managed: [identity]))
-            sealed = try manager.protect(Data(count: 1024), identity: identity)
+                keyStore: try FileKeyStore(atPath: scratch), policy: StaticManagedIdentityPolicy(managed: [identity]))
+            sealed = try manager.protect(Data(count: 1024), owner: identity)
         } catch {
             fatalError("bench: cannot set up the protection pairs in \(scratch): \(error)")
         }
@@ -37,7 +37,7 @@ extension BenchCommand {
                      for _ in 0..<count { sink.value &+= rawSeal(plaintext, key: peerKey(), aad: Array(identity.name.utf8)).count }
                  },
                  ours: { count in
-                     for _ in 0..<count { sink.value &+= (try? manager.protect(plaintext, identity: identity))?.count ?? 0 }
+                     for _ in 0..<count { sink.value &+= (try? manager.protect(plaintext, owner: identity))?.count ?? 0 }
                  }),
             // The asynchronous entry point with the key at hand: raw is the synchronous call (the path it must
             // stay within 5% of), peer the user's own sealing; the batch runs in one task, so the count-0 run
@@ -45,7 +45,7 @@ extension BenchCommand {
             Pair(name: "protect-1k-async", title: "protect 1 KiB through manager.async (warm key store)", targetRatio: 1.05,
                  operations: operations,
                  raw: { count in
-                     for _ in 0..<count { sink.value &+= (try? manager.protect(plaintext, identity: identity))?.count ?? 0 }
+                     for _ in 0..<count { sink.value &+= (try? manager.protect(plaintext, owner: identity))?.count ?? 0 }
                  },
                  peer: { count in
                      for _ in 0..<count { sink.value &+= rawSeal(plaintext, key: peerKey(), aad: Array(identity.name.utf8)).count }
@@ -53,7 +53,7 @@ extension BenchCommand {
                  ours: { count in
                      runInTask {
                          for _ in 0..<count {
-                             sink.value &+= (try? await manager.async.protect(plaintext, identity: identity))?.count ?? 0
+                             sink.value &+= (try? await manager.async.protect(plaintext, owner: identity))?.count ?? 0
                          }
                      }
                  }),

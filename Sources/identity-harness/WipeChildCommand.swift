@@ -16,7 +16,7 @@ enum WipeChildCommand {
         let account = Identity(values[3])
         do {
             let files = try FileProtectionManager(
-                roots: [values[1]], keyStore: FileKeyStore(directory: values[2]),
+                roots: [values[1]], keyStore: FileKeyStore(atPath: values[2]),
                 policy: StaticManagedIdentityPolicy(managed: [account]), stateDirectory: values[0])
             FileHandle.standardOutput.write(Data("ready\n".utf8))   // unbuffered: the test waits for it
             // The account removes its own files (a modification of its own data).

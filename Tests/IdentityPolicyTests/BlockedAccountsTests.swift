@@ -52,7 +52,7 @@ struct BlockFixture {
         manager = PolicyManager(settings: settings, policySource: source)
         delegate = BlockRecordingDelegate(answer: answer)
         manager.delegate = delegate
-        let keys = try FileKeyStore(directory: directory.file("keys"))
+        let keys = try FileKeyStore(atPath: directory.file("keys"))
         data = DataProtectionManager(keyStore: keys, policy: manager)
         try FileManager.default.createDirectory(atPath: directory.file("root"), withIntermediateDirectories: true)
         files = try FileProtectionManager(roots: [directory.file("root")], keyStore: keys, policy: manager, stateDirectory: directory.file("state"))
@@ -65,7 +65,7 @@ struct BlockedAccountsTests {
     func failingCheckBlocks() async throws {
         let f = try BlockFixture()
         f.manager.conditionalLaunchChecks = [ClosureConditionalLaunchCheck { _, _ in .fails }]
-        let sealed = try f.data.protect(Data("alice's".utf8), identity: alice)
+        let sealed = try f.data.protect(Data("alice's".utf8), owner: alice)
         try IdentityContext.withThreadIdentity(alice) { try f.files.writeFile(atPath: f.directory.file("root/a.txt"), contents: Data("a".utf8)) }
         let events = f.manager.events
         #expect(await switchUI(f.manager, alice, window: "w") == .failed)
@@ -77,9 +77,9 @@ struct BlockedAccountsTests {
         #expect(await switchUI(f.manager, alice, window: "w") == .notAllowed)
         #expect(await f.manager.requestIdentitySwitch(to: alice, reason: .openURL, window: "w") == .notAllowed)
         #expect(throws: ProtectionError.accountBlocked(identity: alice, reason: 1)) { try f.data.unprotect(sealed) }
-        #expect(throws: ProtectionError.accountBlocked(identity: alice, reason: 1)) { try f.data.protect(Data("x".utf8), identity: alice) }
+        #expect(throws: ProtectionError.accountBlocked(identity: alice, reason: 1)) { try f.data.protect(Data("x".utf8), owner: alice) }
         #expect(throws: ProtectionError.accountBlocked(identity: alice, reason: 1)) { try f.files.readFile(atPath: f.directory.file("root/a.txt")) }
-        #expect((try? f.data.protect(Data("c".utf8), identity: carol)) != nil)   // another account is unaffected
+        #expect((try? f.data.protect(Data("c".utf8), owner: carol)) != nil)   // another account is unaffected
         var iterator = events.makeAsyncIterator()
         #expect(await iterator.next() == .accountBlocked(alice, reason: .conditionalLaunchBlocked))
         f.manager.unblockAccount(alice)

@@ -27,7 +27,7 @@ struct IsolationFixture {
         manager = PolicyManager(settings: settings, policySource: StaticPolicySource(
             [erin: anywhere, frank: nowhere],
             tenants: ["contoso.com": ownedPolicy("contoso"), "fabrikam.com": ownedPolicy("fabrikam", encrypt: false)]))
-        keys = try FileKeyStore(directory: directory.file("keys"))
+        keys = try FileKeyStore(atPath: directory.file("keys"))
         data = DataProtectionManager(keyStore: keys, policy: manager)
         files = try FileProtectionManager(roots: [root], keyStore: keys, policy: manager, stateDirectory: directory.file("state"))
         manager.fileProtection = files
@@ -53,8 +53,8 @@ func readEverywhere(_ f: IsolationFixture, envelope: Data, path: String, as read
         return [
             "unprotect": attempt { try f.data.unprotect(envelope) },
             "readFile": attempt { try f.files.readFile(atPath: path) },
-            "decryptFile(toCopyPath:)": attempt {
-                try f.files.decryptFile(path: path, toCopyPath: copy)
+            "decryptFile(toPath:)": attempt {
+                try f.files.decryptFile(atPath: path, toPath: copy)
                 return FileManager.default.contents(atPath: copy) ?? Data()
             },
             "openProtectedFile": attempt {
@@ -62,11 +62,11 @@ func readEverywhere(_ f: IsolationFixture, envelope: Data, path: String, as read
                 defer { try? file.close() }
                 return Data(try file.readToEnd())
             },
-            "protect(fileAtPath:toPath:) then unprotect": attempt {
+            "protect(atPath:toPath:) then unprotect": attempt {
                 let sealed = path + ".idps"
                 defer { try? FileManager.default.removeItem(atPath: sealed) }
-                try f.files.protect(fileAtPath: path, toPath: sealed)
-                try f.files.unprotect(fileAtPath: sealed, toPath: copy)
+                try f.files.protect(atPath: path, toPath: sealed)
+                try f.files.unprotect(atPath: sealed, toPath: copy)
                 return FileManager.default.contents(atPath: copy) ?? Data()
             },
         ]
@@ -185,26 +185,26 @@ struct IsolationTests {
         let f = try IsolationFixture()
         let path = try f.write("a.txt", as: alice, "contoso data")
         IdentityContext.withThreadIdentity(alice) {
-            #expect(throws: ProtectionError.accessDenied(identity: alice, reader: carol)) { try f.files.protect(path: path, identity: carol) }
-            #expect(throws: ProtectionError.accessDenied(identity: alice, reader: carol)) { try f.files.encryptFile(path: path, for: carol) }
+            #expect(throws: ProtectionError.accessDenied(identity: alice, reader: carol)) { try f.files.protect(atPath: path, owner: carol) }
+            #expect(throws: ProtectionError.accessDenied(identity: alice, reader: carol)) { try f.files.encryptFile(atPath: path, owner: carol) }
         }
-        #expect(try f.files.protectionInfo(path: path)?.owner == alice)
+        #expect(try f.files.protectionInfo(atPath: path)?.owner == alice)
         // A caller that may not see alice's data cannot hand it on, not even within her tenant.
         for caller in [carol, dave, nil] as [Identity?] {
             #expect(throws: ProtectionError.accessDenied(identity: alice, reader: caller)) {
-                try IdentityContext.withThreadIdentity(caller) { try f.files.protect(path: path, identity: bob) }
+                try IdentityContext.withThreadIdentity(caller) { try f.files.protect(atPath: path, owner: bob) }
             }
         }
         // Overwriting another tenant's file is handing it over too.
         #expect(throws: ProtectionError.accessDenied(identity: alice, reader: carol)) {
             try IdentityContext.withThreadIdentity(carol) { try f.files.writeFile(atPath: path, contents: Data("carol's".utf8)) }
         }
-        try IdentityContext.withThreadIdentity(alice) { try f.files.protect(path: path, identity: bob) }
-        #expect(try f.files.protectionInfo(path: path)?.owner == bob)
+        try IdentityContext.withThreadIdentity(alice) { try f.files.protect(atPath: path, owner: bob) }
+        #expect(try f.files.protectionInfo(atPath: path)?.owner == bob)
         #expect(try IdentityContext.withThreadIdentity(bob) { try f.files.readFile(atPath: path) } == Data("contoso data".utf8))
         let franks = try f.write("f.txt", as: frank, "northwind data")
         #expect(throws: ProtectionError.accessDenied(identity: frank, reader: alice)) {
-            try IdentityContext.withThreadIdentity(frank) { try f.files.protect(path: franks, identity: alice) }
+            try IdentityContext.withThreadIdentity(frank) { try f.files.protect(atPath: franks, owner: alice) }
         }
     }
 
@@ -346,7 +346,7 @@ struct WipeIsolationTests {
         stop.withLock { $0 = true }
         #expect(refused.withLock { $0 } > 0)
         let remaining = try FileManager.default.contentsOfDirectory(atPath: f.root).filter { name in
-            (try? f.files.protectionInfo(path: f.root + "/" + name)?.owner) == alice
+            (try? f.files.protectionInfo(atPath: f.root + "/" + name)?.owner) == alice
         }
         #expect(remaining.isEmpty, "\(remaining)")
         #expect(try f.files.ownersUnderRoots().contains(alice) == false)
@@ -404,7 +404,7 @@ struct WipeIsolationTests {
             let (root, state, keysPath) = (directory.file("root"), directory.file("state"), directory.file("keys"))
             try FileManager.default.createDirectory(atPath: root + "/a/b", withIntermediateDirectories: true)
             let policy = StaticManagedIdentityPolicy(managed: [victim, alice])
-            let files = try FileProtectionManager(roots: [root], keyStore: FileKeyStore(directory: keysPath), policy: policy, stateDirectory: state)
+            let files = try FileProtectionManager(roots: [root], keyStore: FileKeyStore(atPath: keysPath), policy: policy, stateDirectory: state)
             for index in 0..<150 {
                 let owner = index % 3 == 0 ? alice : victim
                 try IdentityContext.withThreadIdentity(owner) {
@@ -427,7 +427,7 @@ struct WipeIsolationTests {
             kill(child.processIdentifier, SIGKILL)
             child.waitUntilExit()
             let journal = FileManager.default.fileExists(atPath: state + "/wipes.journal")
-            let restarted = try FileProtectionManager(roots: [root], keyStore: FileKeyStore(directory: keysPath), policy: policy, stateDirectory: state)
+            let restarted = try FileProtectionManager(roots: [root], keyStore: FileKeyStore(atPath: keysPath), policy: policy, stateDirectory: state)
             let owners = try restarted.ownersUnderRoots()
             let victimFiles = try countFiles(owned: victim, under: root, files: restarted)
             if journal {
@@ -450,7 +450,7 @@ struct WipeIsolationTests {
             let path = root + "/" + name
             var isDirectory: ObjCBool = false
             guard FileManager.default.fileExists(atPath: path, isDirectory: &isDirectory), !isDirectory.boolValue else { continue }
-            if try files.protectionInfo(path: path)?.owner == owner { count += 1 }
+            if try files.protectionInfo(atPath: path)?.owner == owner { count += 1 }
         }
         return count
     }

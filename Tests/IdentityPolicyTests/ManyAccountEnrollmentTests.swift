@@ -65,7 +65,7 @@ struct ManyAccountEnrollmentTests {
     func tenantAndObjectID() async {
         let fixture = EnrollmentFixture()
         await fixture.enrollment.registerAndEnrollAccount(alice, tenantID: "tenant-a", objectID: "oid-1")
-        #expect(fixture.policy.tenant(of: alice) == "tenant-a")
+        #expect(fixture.policy.tenant(for: alice) == "tenant-a")
         #expect(fixture.policy.account(forObjectID: "OID-1") == alice)
     }
 

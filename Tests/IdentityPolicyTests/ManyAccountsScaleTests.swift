@@ -77,7 +77,7 @@ struct ManyAccountsScaleTests {
         let manager = PolicyManager(policySource: source)
         for index in stride(from: 1, to: Self.accountCount, by: 2) { manager.registerAccount(Self.account(index)) }
         #expect(manager.managedAccounts.count == Self.accountCount)
-        let keys = try FileKeyStore(directory: directory.file("keys"))
+        let keys = try FileKeyStore(atPath: directory.file("keys"))
         try FileManager.default.createDirectory(atPath: directory.file("root"), withIntermediateDirectories: true)
         let files = try FileProtectionManager(
             roots: [directory.file("root")], keyStore: keys, policy: manager, stateDirectory: directory.file("state"))
@@ -110,7 +110,7 @@ struct ManyAccountsScaleTests {
                             let identity = Self.account(index)
                             let encrypted = try? IdentityContext.withThreadIdentity(identity) { () throws(ProtectionError) -> Bool in
                                 try files.writeFile(atPath: path, contents: Data("data of \(identity.name)".utf8))
-                                return try files.isFileEncrypted(path: path)
+                                return try files.isFileEncrypted(atPath: path)
                             }
                             let expected = Self.hasOwnDocument(index) ? Self.ownEncrypts(index) : Self.tenantEncrypts(index % Self.tenantCount)
                             if encrypted != expected { counters.mixUps.add(1, ordering: .relaxed) }

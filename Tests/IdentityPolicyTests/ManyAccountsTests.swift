@@ -69,10 +69,10 @@ struct ManyAccountsTests {
         ])
         let manager = PolicyManager(policySource: source)
         #expect(manager.policy(for: alice).appConfigurationValue(forKey: "owner") == .string("contoso domain"))
-        #expect(manager.tenant(of: alice) == "contoso.com")
+        #expect(manager.tenant(for: alice) == "contoso.com")
         let transitions = manager.events
         manager.registerAccount(alice, tenantID: tenantID, objectID: "0F1E2D3C-aaaa-bbbb-cccc-000000000001")
-        #expect(manager.tenant(of: alice) == tenantID)
+        #expect(manager.tenant(for: alice) == tenantID)
         #expect(manager.policy(for: alice).appConfigurationValue(forKey: "owner") == .string("contoso id"))
         #expect(manager.policy(for: bob).appConfigurationValue(forKey: "owner") == .string("bob"))
         #expect(manager.account(forObjectID: "0f1e2d3c-AAAA-bbbb-cccc-000000000001") == alice)

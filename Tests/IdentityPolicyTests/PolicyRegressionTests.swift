@@ -54,12 +54,12 @@ struct PolicyRegressionTests {
         #expect(source.hasLoaded)
         // The source has contoso's policy: alice must be managed, or every access refused with 115.
         let managed = f.manager.isManaged(alice)
-        let refused = f.code { _ = try f.data.protect(Data("x".utf8), identity: alice) } == 115
+        let refused = f.code { _ = try f.data.protect(Data("x".utf8), owner: alice) } == 115
         #expect(managed || refused, "manager: loaded, but alice unmanaged")
         let path = f.directory.file("root/alice.txt")
         try? IdentityContext.withThreadIdentity(alice) { try f.files.writeFile(atPath: path, contents: Data("secret".utf8)) }
         if FileManager.default.fileExists(atPath: path) {
-            #expect(try f.files.isFileEncrypted(path: path), "alice's file written in the clear")
+            #expect(try f.files.isFileEncrypted(atPath: path), "alice's file written in the clear")
             #expect(f.code { try IdentityContext.withThreadIdentity(carol) { _ = try f.files.readFile(atPath: path) } } != nil,
                     "carol (other tenant) read alice's file")
         }
@@ -72,7 +72,7 @@ struct PolicyRegressionTests {
         f.manager.policySource = source
         #expect(source.hasLoaded)
         let managed = f.manager.isManaged(alice)
-        let refused = f.code { _ = try f.data.protect(Data("x".utf8), identity: alice) } == 115
+        let refused = f.code { _ = try f.data.protect(Data("x".utf8), owner: alice) } == 115
         #expect(managed || refused, "manager: loaded, but alice unmanaged")
     }
 
@@ -82,7 +82,7 @@ struct PolicyRegressionTests {
         f.manager.blockAccount(bob, reason: .blockedByAdministrator)
         #expect(f.manager.blockReason(for: bob) != .notBlocked)
         #expect(!f.manager.isDataTransferAllowed(from: dave, to: bob))
-        let sealed = try f.data.protect(Data("dave's".utf8), identity: dave)
+        let sealed = try f.data.protect(Data("dave's".utf8), owner: dave)
         // refusal(of:to:) is documented as 'a read by an effective file identity that may not see the owner's data
         // (isDataTransferAllowed(from:to:))'.
         #expect(throws: ProtectionError.self) { try IdentityContext.withThreadIdentity(bob) { try f.data.unprotect(sealed) } }
@@ -93,7 +93,7 @@ struct PolicyRegressionTests {
         }
     }
 
-    @Test("P3 with PolicyManager: another tenant replaces alice's file through decryptFile(toCopyPath:)")
+    @Test("P3 with PolicyManager: another tenant replaces alice's file through decryptFile(toPath:)")
     func copyOverAcrossTenants() throws {
         let f = try IsolationFixture()
         let alices = try f.write("alice.txt", as: alice, "alice's")
@@ -102,10 +102,10 @@ struct PolicyRegressionTests {
             try IdentityContext.withThreadIdentity(carol) { try f.files.writeFile(atPath: alices, contents: Data("x".utf8)) }
         }
         #expect(throws: ProtectionError.self) {
-            try IdentityContext.withThreadIdentity(carol) { try f.files.decryptFile(path: carols, toCopyPath: alices) }
+            try IdentityContext.withThreadIdentity(carol) { try f.files.decryptFile(atPath: carols, toPath: alices) }
         }
-        #expect(try f.files.protectionInfo(path: alices)?.owner == alice)
-        #expect(try f.files.isFileEncrypted(path: alices))
+        #expect(try f.files.protectionInfo(atPath: alices)?.owner == alice)
+        #expect(try f.files.isFileEncrypted(atPath: alices))
     }
 
 }

@@ -206,7 +206,7 @@ struct ManagerCycleTests {
             let manager = PolicyManager()
             let policy: any ManagedIdentityPolicy = wrapped ? WrappingPolicy(base: manager) : manager
             let files = try FileProtectionManager(
-                roots: [directory.file("root")], keyStore: FileKeyStore(directory: directory.file("keys")),
+                roots: [directory.file("root")], keyStore: FileKeyStore(atPath: directory.file("keys")),
                 policy: policy, stateDirectory: directory.file("state"))
             manager.fileProtection = files
             #expect(manager.fileProtection === files)
@@ -222,7 +222,7 @@ struct ManagerCycleTests {
         let directory = try TemporaryDirectory()
         let root = directory.file("root")
         try FileManager.default.createDirectory(atPath: root, withIntermediateDirectories: true)
-        let keys = try FileKeyStore(directory: directory.file("keys"))
+        let keys = try FileKeyStore(atPath: directory.file("keys"))
         let manager = contosoManager()
         let data = DataProtectionManager(keyStore: keys, policy: manager)
         let envelope = try IdentityContext.withThreadIdentity(alice) { try data.protect(Data("alice envelope".utf8)) }
@@ -245,7 +245,7 @@ struct ManagerCycleTests {
         let directory = try TemporaryDirectory()
         let root = directory.file("root")
         try FileManager.default.createDirectory(atPath: root, withIntermediateDirectories: true)
-        let keys = try FileKeyStore(directory: directory.file("keys"))
+        let keys = try FileKeyStore(atPath: directory.file("keys"))
         let manager = contosoManager()
         let zoe: Identity = "zoe@contoso.com"
         do {
@@ -267,7 +267,7 @@ struct ManagerCycleTests {
         try FileManager.default.createDirectory(atPath: root, withIntermediateDirectories: true)
         let policy = StaticManagedIdentityPolicy(managed: [alice], dataIsolation: false)
         let files = try FileProtectionManager(
-            roots: [root], keyStore: FileKeyStore(directory: directory.file("keys")),
+            roots: [root], keyStore: FileKeyStore(atPath: directory.file("keys")),
             policy: policy, stateDirectory: directory.file("state"))
         let manager = PolicyManager(fileProtection: files)
         #expect(manager.fileProtection === files)

@@ -43,7 +43,7 @@ struct UnavailableFixture {
         directory = try TemporaryDirectory()
         try FileManager.default.createDirectory(atPath: directory.file("root"), withIntermediateDirectories: true)
         manager = PolicyManager(settings: settings, policySource: source)
-        keys = try FileKeyStore(directory: directory.file("keys"))
+        keys = try FileKeyStore(atPath: directory.file("keys"))
         data = DataProtectionManager(keyStore: keys, policy: manager)
         files = try FileProtectionManager(roots: [directory.file("root")], keyStore: keys, policy: manager, stateDirectory: directory.file("state"))
     }
@@ -61,7 +61,7 @@ struct PolicyUnavailableTests {
         let f = try UnavailableFixture(source: source)
         // An envelope of alice made elsewhere with the same keys (so only the access check stands in the way).
         let elsewhere = DataProtectionManager(keyStore: f.keys, policy: StaticManagedIdentityPolicy(managed: [alice], dataIsolation: false))
-        let sealed = try elsewhere.protect(Data("alice's".utf8), identity: alice)
+        let sealed = try elsewhere.protect(Data("alice's".utf8), owner: alice)
         let path = f.directory.file("root/alice.txt")
 
         for reader in [alice, bob, carol, nil] as [Identity?] {
@@ -69,7 +69,7 @@ struct PolicyUnavailableTests {
                 #expect(f.code { _ = try f.data.unprotect(sealed) } == 115, "\(String(describing: reader))")
             }
         }
-        #expect(f.code { _ = try f.data.protect(Data("x".utf8), identity: alice) } == 115)
+        #expect(f.code { _ = try f.data.protect(Data("x".utf8), owner: alice) } == 115)
         IdentityContext.withThreadIdentity(alice) {
             #expect(f.code { try f.files.writeFile(atPath: path, contents: Data("in the clear?".utf8)) } == 115)
         }
@@ -79,14 +79,14 @@ struct PolicyUnavailableTests {
         #expect(f.manager.isDataTransferAllowed(from: nil, to: nil))
         #expect(f.manager.isDataTransferAllowed(from: .unmanaged, to: nil))
         // Unowned data needs no decision.
-        #expect(try f.data.unprotect(try f.data.protect(Data("open".utf8), identity: .unmanaged)) == Data("open".utf8))
+        #expect(try f.data.unprotect(try f.data.protect(Data("open".utf8), owner: .unmanaged)) == Data("open".utf8))
 
         // Loaded: alice's tenant encrypts, and the ordinary rules apply.
         source.load(tenants: ["contoso.com": ownedPolicy("contoso")])
         #expect(try IdentityContext.withThreadIdentity(alice) { try f.data.unprotect(sealed) } == Data("alice's".utf8))
         #expect(f.code { try IdentityContext.withThreadIdentity(carol) { _ = try f.data.unprotect(sealed) } } == 108)
         try IdentityContext.withThreadIdentity(alice) { try f.files.writeFile(atPath: path, contents: Data("encrypted".utf8)) }
-        #expect(try f.files.isFileEncrypted(path: path))
+        #expect(try f.files.isFileEncrypted(atPath: path))
         #expect(f.manager.isDataTransferAllowed(from: alice, to: bob))
     }
 
@@ -94,9 +94,9 @@ struct PolicyUnavailableTests {
     func loadedEmpty() throws {
         let source = LateSource()
         let f = try UnavailableFixture(source: source)
-        #expect(f.code { _ = try f.data.protect(Data("x".utf8), identity: alice) } == 115)
+        #expect(f.code { _ = try f.data.protect(Data("x".utf8), owner: alice) } == 115)
         source.load()
-        #expect(f.code { _ = try f.data.protect(Data("x".utf8), identity: alice) } == nil)
+        #expect(f.code { _ = try f.data.protect(Data("x".utf8), owner: alice) } == nil)
     }
 
     @Test("settings.policyDirectory is read before the manager's first decision: managed at once, no race")
@@ -110,7 +110,7 @@ struct PolicyUnavailableTests {
         #expect(f.manager.isManaged(alice))
         let path = f.directory.file("root/report.txt")
         try IdentityContext.withThreadIdentity(alice) { try f.files.writeFile(atPath: path, contents: Data("q3".utf8)) }
-        #expect(try f.files.isFileEncrypted(path: path))
+        #expect(try f.files.isFileEncrypted(atPath: path))
         #expect(f.code { try IdentityContext.withThreadIdentity(carol) { _ = try f.files.readFile(atPath: path) } } == 108)
     }
 
@@ -122,12 +122,12 @@ struct PolicyUnavailableTests {
         settings.policyDirectory = late
         settings.policyPollInterval = 0.02
         let f = try UnavailableFixture(settings: settings, source: nil)
-        #expect(f.code { _ = try f.data.protect(Data("x".utf8), identity: alice) } == 115)
+        #expect(f.code { _ = try f.data.protect(Data("x".utf8), owner: alice) } == 115)
         try FileManager.default.createDirectory(atPath: late, withIntermediateDirectories: true)
         try Data(#"{"formatVersion": 1, "tenant": "contoso.com", "fileEncryptionRequired": true}"#.utf8)
             .write(to: URL(fileURLWithPath: late + "/contoso.json"))
         let data = f.data
-        #expect(await eventually(within: 30) { (try? data.protect(Data("x".utf8), identity: alice)) != nil })
+        #expect(await eventually(within: 30) { (try? data.protect(Data("x".utf8), owner: alice)) != nil })
         #expect(f.manager.isManaged(alice))
     }
 }

@@ -65,28 +65,28 @@ struct ReviewRegressionTests {
         #expect(code { _ = try handle.read(at: 0, upToCount: 4) } == nil)
     }
 
-    @Test("unprotect(fileAtPath:) of carol's file holding a clear envelope that names dave: the copy stays carol's, alice (contoso) reads nothing")
+    @Test("unprotect(atPath:) of carol's file holding a clear envelope that names dave: the copy stays carol's, alice (contoso) reads nothing")
     func unprotectLaundersAcrossTenants() throws {
         let f = try IsolationFixture()
         let src = f.root + "/plain"
         try Data("CAROL-SECRET".utf8).write(to: URL(fileURLWithPath: src))
         let env = f.root + "/env"
-        try IdentityContext.withThreadIdentity(nil) { try f.files.protect(fileAtPath: src, toPath: env, identity: dave) }
+        try IdentityContext.withThreadIdentity(nil) { try f.files.protect(atPath: src, toPath: env, owner: dave) }
         let envelope = try Data(contentsOf: URL(fileURLWithPath: env))
         // carol (fabrikam: files not encrypted) stores the clear envelope bytes as her own data.
         let carolPath = f.root + "/carol.idps"
         try IdentityContext.withThreadIdentity(carol) { try f.files.writeFile(atPath: carolPath, contents: envelope) }
-        #expect(try f.files.protectionInfo(path: carolPath)?.owner == carol)
+        #expect(try f.files.protectionInfo(atPath: carolPath)?.owner == carol)
         // alice (contoso) may not read it; carol may not give it to dave either:
         #expect(code { _ = try IdentityContext.withThreadIdentity(alice) { try f.files.readFile(atPath: carolPath) } } == 108)
-        #expect(code { try IdentityContext.withThreadIdentity(carol) { try f.files.protect(path: carolPath, identity: dave) } } == 108)
+        #expect(code { try IdentityContext.withThreadIdentity(carol) { try f.files.protect(atPath: carolPath, owner: dave) } } == 108)
         #expect(code { try IdentityContext.withThreadIdentity(erin) {
-            try f.files.protect(fileAtPath: carolPath, toPath: f.root + "/x", identity: dave) } } == 108)
+            try f.files.protect(atPath: carolPath, toPath: f.root + "/x", owner: dave) } } == 108)
         // erin unprotects it: the copy's owner is whatever the (unauthenticated) clear envelope names.
         let copy = f.root + "/copy"
-        let refusal = code { try IdentityContext.withThreadIdentity(erin) { try f.files.unprotect(fileAtPath: carolPath, toPath: copy) } }
+        let refusal = code { try IdentityContext.withThreadIdentity(erin) { try f.files.unprotect(atPath: carolPath, toPath: copy) } }
         if refusal == nil {
-            let owner = try f.files.protectionInfo(path: copy)?.owner
+            let owner = try f.files.protectionInfo(atPath: copy)?.owner
             #expect(owner == carol, "the copy of carol's data is owned by \(String(describing: owner)) (no transfer was asked)")
             let leaked = IdentityContext.withThreadIdentity(alice) { try? f.files.readFile(atPath: copy) }
             #expect(leaked == nil, "alice (contoso) read carol's data: \(String(decoding: leaked ?? Data(), as: UTF8.self))")
@@ -103,9 +103,9 @@ struct ReviewRegressionTests {
         for caller in [alice, bob, dave] as [Identity?] {
             IdentityContext.withThreadIdentity(caller) {
                 let out = root + "/out-\(UUID().uuidString)"
-                #expect(f.code { try f.files.protect(fileAtPath: src, toPath: out) } == 115, "\(String(describing: caller))")
+                #expect(f.code { try f.files.protect(atPath: src, toPath: out) } == 115, "\(String(describing: caller))")
                 #expect(!FileManager.default.fileExists(atPath: out))
-                #expect(f.code { try f.files.protect(fileAtPath: src, toPath: out, identity: alice) } == 115)
+                #expect(f.code { try f.files.protect(atPath: src, toPath: out, owner: alice) } == 115)
                 #expect(f.code { _ = try f.files.removeFiles(ownedBy: alice) } == 115)
                 #expect(f.code { _ = try f.files.removeFiles(ownedBy: dave) } == 115)
                 #expect(f.code { _ = try f.files.removeFiles(ownedByAnyOf: [alice, dave]) } == 115)
@@ -115,7 +115,7 @@ struct ReviewRegressionTests {
         }
         // No identity, identity nil: unowned data stays allowed (the docs' rule); but an explicit account is 115.
         IdentityContext.withThreadIdentity(nil) {
-            #expect(f.code { try f.files.protect(fileAtPath: src, toPath: root + "/o2", identity: carol) } == 115)
+            #expect(f.code { try f.files.protect(atPath: src, toPath: root + "/o2", owner: carol) } == 115)
         }
     }
 
@@ -146,7 +146,7 @@ struct LinkTargetRegressionTests {
     }
 
     @Test("writing through a link writes its target: the checks, the owner record and the content are the target's (index storage)",
-          arguments: ["protect(fileAtPath:)", "unprotect(fileAtPath:)", "writeFile"])
+          arguments: ["protect(atPath:)", "unprotect(atPath:)", "writeFile"])
     func writingThroughALink(api: String) throws {
         let f = try IsolationFixture()
         let files = try FileProtectionManager(roots: [f.root], keyStore: f.keys, policy: f.manager,
@@ -160,10 +160,10 @@ struct LinkTargetRegressionTests {
         func write(as caller: Identity) throws {
             try IdentityContext.withThreadIdentity(caller) {
                 switch api {
-                case "protect(fileAtPath:)": try files.protect(fileAtPath: plain, toPath: link, identity: caller)
-                case "unprotect(fileAtPath:)":
-                    try files.protect(fileAtPath: plain, toPath: f.root + "/\(caller.name).idps", identity: caller)
-                    try files.unprotect(fileAtPath: f.root + "/\(caller.name).idps", toPath: link)
+                case "protect(atPath:)": try files.protect(atPath: plain, toPath: link, owner: caller)
+                case "unprotect(atPath:)":
+                    try files.protect(atPath: plain, toPath: f.root + "/\(caller.name).idps", owner: caller)
+                    try files.unprotect(atPath: f.root + "/\(caller.name).idps", toPath: link)
                 default: try files.writeFile(atPath: link, contents: Data("ERIN".utf8))
                 }
             }
@@ -171,11 +171,11 @@ struct LinkTargetRegressionTests {
         // alice (contoso) may not modify carol's data: refused, and carol's file is as it was, hers.
         #expect(code { try write(as: alice) } == 108)
         #expect(FileManager.default.contents(atPath: carols) == Data("CAROL-SECRET".utf8))
-        #expect(try files.protectionInfo(path: carols)?.owner == carol)
+        #expect(try files.protectionInfo(atPath: carols)?.owner == carol)
         // erin (fabrikam) may: the write goes to carol's file, which becomes erin's; the link stays a link.
         try write(as: erin)
         #expect((try? FileManager.default.destinationOfSymbolicLink(atPath: link)) == carols)
-        #expect(try files.protectionInfo(path: carols)?.owner == erin)
+        #expect(try files.protectionInfo(atPath: carols)?.owner == erin)
         #expect(FileManager.default.contents(atPath: carols) != Data("CAROL-SECRET".utf8))
         // carol's index entry went with her file; erin's is the one recorded (no unowned file left behind).
         #expect(try files.ownersUnderRoots().contains(carol) == false)

@@ -20,7 +20,7 @@ struct WipeFixture {
         outside = directory.file("outside")
         try FileManager.default.createDirectory(atPath: root + "/nested", withIntermediateDirectories: true)
         try FileManager.default.createDirectory(atPath: outside, withIntermediateDirectories: true)
-        keys = try FileKeyStore(directory: directory.file("keys"))
+        keys = try FileKeyStore(atPath: directory.file("keys"))
         // The wipe is under test: what survives is read back from no identity, so isolation is off.
         let policy = StaticManagedIdentityPolicy(managed: [alice, bob], fileEncryptionRequired: true, dataIsolation: false)
         data = DataProtectionManager(keyStore: keys, policy: policy)
@@ -46,8 +46,8 @@ struct WipeTests {
         try f.write("b1.txt", as: bob, "bob one")
         try f.write("d1.txt", as: dave, "dave one")
         try f.write("none.txt", as: nil, "nobody")
-        let sealedAlice = try f.data.protect(Data("secret".utf8), identity: alice)
-        let sealedBob = try f.data.protect(Data("bob secret".utf8), identity: bob)
+        let sealedAlice = try f.data.protect(Data("secret".utf8), owner: alice)
+        let sealedBob = try f.data.protect(Data("bob secret".utf8), owner: bob)
         try FileManager.default.copyItem(atPath: f.root + "/a1.txt", toPath: f.outside + "/a1-copy.txt")
 
         let wiped = Recorder<Identity>()
@@ -141,7 +141,7 @@ struct ProtectionIntegrationTests {
     func encryptionFollowsPolicy() async throws {
         let directory = try TemporaryDirectory()
         try FileManager.default.createDirectory(atPath: directory.file("root"), withIntermediateDirectories: true)
-        let keys = try FileKeyStore(directory: directory.file("keys"))
+        let keys = try FileKeyStore(atPath: directory.file("keys"))
         let source = StaticPolicySource([alice: Policy(identity: nil, isFileEncryptionRequired: true)])
         let manager = PolicyManager(policySource: source)
         manager.setPrimaryUser(alice)
@@ -153,8 +153,8 @@ struct ProtectionIntegrationTests {
                 try files.writeFile(atPath: directory.file("root/\(identity.name).txt"), contents: Data("x".utf8))
             }
         }
-        #expect(try files.isFileEncrypted(path: directory.file("root/alice@contoso.com.txt")))
-        #expect(try !files.isFileEncrypted(path: directory.file("root/dave@gmail.com.txt")))
+        #expect(try files.isFileEncrypted(atPath: directory.file("root/alice@contoso.com.txt")))
+        #expect(try !files.isFileEncrypted(atPath: directory.file("root/dave@gmail.com.txt")))
         source.setPolicy(Policy(identity: nil, isFileEncryptionRequired: false), for: alice)
         #expect(!manager.isFileEncryptionRequired(for: alice))
         let report = await manager.wipeData(forAccount: alice)

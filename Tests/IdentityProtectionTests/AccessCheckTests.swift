@@ -70,7 +70,7 @@ struct AccessCheckTests {
         // A plain file owned by a blocked account is not handed out either.
         let plain = f.path("plain.txt")
         writeRaw(Array("m".utf8), to: plain)
-        try f.files.protect(path: plain, identity: carol)
+        try f.files.protect(atPath: plain, owner: carol)
         expectRefused { try IdentityContext.withThreadIdentity(bob) { try files.openProtectedFile(atPath: plain, options: [.read]) } }
     }
 
@@ -85,9 +85,9 @@ struct AccessCheckTests {
     func directories() throws {
         let directory = f.path("shared")
         try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: false)
-        expectRefused { try files.protect(directory: directory, identity: mallory) }
-        #expect(try files.owner(ofDirectory: directory) == nil)
-        try f.files.protect(directory: directory, identity: mallory)   // set through a permissive manager
+        expectRefused { try files.protectDirectory(atPath: directory, owner: mallory) }
+        #expect(try files.ownerOfDirectory(atPath: directory) == nil)
+        try f.files.protectDirectory(atPath: directory, owner: mallory)   // set through a permissive manager
         let inside = directory + "/new.txt"
         // No thread identity (and no process identity in these tests): the directory's owner applies.
         IdentityContext.withThreadIdentity(nil) {
@@ -101,9 +101,9 @@ struct AccessCheckTests {
     @Test("streamed protect/unprotect: no stream for a blocked owner, no plaintext for another reader")
     func streams() async throws {
         let chunks = [Array("part one ".utf8), Array("part two".utf8)]
-        #expect(throws: RefusingPolicy.refusal) { try data.protect(chunks.async, identity: mallory) }
+        #expect(throws: RefusingPolicy.refusal) { try data.protect(chunks.async, owner: mallory) }
         let sealed = try await IdentityContext.withThreadIdentity(alice) {
-            try await data.protect(chunks.async, identity: alice).collect()
+            try await data.protect(chunks.async, owner: alice).collect()
         }
         for reader in [bob, carol] {
             await #expect(throws: RefusingPolicy.refusal) {
@@ -122,12 +122,12 @@ struct AccessCheckTests {
         let sealed = f.path("sealed.bin")
         let opened = f.path("opened.bin")
         writeRaw(Array(repeating: 5, count: 100), to: source)
-        expectRefused { try files.protect(fileAtPath: source, toPath: sealed, identity: mallory) }
+        expectRefused { try files.protect(atPath: source, toPath: sealed, owner: mallory) }
         #expect(!FileManager.default.fileExists(atPath: sealed))
-        try IdentityContext.withThreadIdentity(alice) { try files.protect(fileAtPath: source, toPath: sealed, identity: alice) }
-        expectRefused { try IdentityContext.withThreadIdentity(bob) { try files.unprotect(fileAtPath: sealed, toPath: opened) } }
+        try IdentityContext.withThreadIdentity(alice) { try files.protect(atPath: source, toPath: sealed, owner: alice) }
+        expectRefused { try IdentityContext.withThreadIdentity(bob) { try files.unprotect(atPath: sealed, toPath: opened) } }
         #expect(!FileManager.default.fileExists(atPath: opened))
-        try IdentityContext.withThreadIdentity(alice) { try files.unprotect(fileAtPath: sealed, toPath: opened) }
+        try IdentityContext.withThreadIdentity(alice) { try files.unprotect(atPath: sealed, toPath: opened) }
         #expect(bytes(of: opened) == Array(repeating: 5, count: 100))
     }
 }

@@ -181,14 +181,14 @@ struct AsyncKeyStoreTests {
         #expect(again == opened)
         #expect(fixture.remote.fetches == 2)
         #expect(try IdentityContext.withThreadIdentity(alice) { try fixture.data.unprotect(sealed) } == opened)
-        let text = try await fixture.data.async.protect("note", identity: alice)
+        let text = try await fixture.data.async.protect("note", owner: alice)
         #expect(try await IdentityContext.withThreadIdentity(alice) { try await fixture.data.async.unprotect(text) } == "note")
     }
 
     @Test("the access check runs before the key store is asked: a refused caller fetches nothing")
     func refusedBeforeFetching() async throws {
         let fixture = try RemoteFixture()
-        let sealed = try fixture.base.data.protect(Data("x".utf8), identity: alice)
+        let sealed = try fixture.base.data.protect(Data("x".utf8), owner: alice)
         let before = fixture.remote.fetches
         await #expect(throws: ProtectionError.accessDenied(identity: alice, reader: bob)) {
             try await IdentityContext.withThreadIdentity(bob) { try await fixture.data.async.unprotect(sealed) }
@@ -210,7 +210,7 @@ struct AsyncKeyStoreTests {
         try await withThrowingTaskGroup(of: Void.self) { group in
             for account in accounts {
                 group.addTask {
-                    let sealed = try await fixture.data.async.protect(Data(account.name.utf8), identity: account)
+                    let sealed = try await fixture.data.async.protect(Data(account.name.utf8), owner: account)
                     #expect(try fixture.data.protectionInfo(sealed)?.owner == account)
                 }
             }
@@ -238,7 +238,7 @@ struct AsyncKeyStoreTests {
             await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
                 DispatchQueue.global().async {
                     IdentityStrictMode.checking {
-                        let sealed = try? fixture.data.protect(Data("gcd".utf8), identity: mallory)
+                        let sealed = try? fixture.data.protect(Data("gcd".utf8), owner: mallory)
                         fixture.remote.dropCache()
                         let opened = try? IdentityContext.withThreadIdentity(mallory) { try sealed.map(fixture.data.unprotect) }
                         #expect(opened == Data("gcd".utf8))
@@ -257,7 +257,7 @@ struct AsyncKeyStoreTests {
         let fixture = try RemoteFixture()
         let (sealed, issues) = try await capturingIssues(kinds: ["blockingWaitInTask"]) {
             try IdentityStrictMode.checking {
-                try fixture.data.protect(Data("in a task".utf8), identity: alice)
+                try fixture.data.protect(Data("in a task".utf8), owner: alice)
             }
         }
         #expect(try fixture.base.data.protectionInfo(sealed)?.owner == alice)
@@ -265,7 +265,7 @@ struct AsyncKeyStoreTests {
         #expect(mine.count == 1)
         // Warm now: the same call does not wait, so nothing is reported.
         let (_, later) = try await capturingIssues(kinds: ["blockingWaitInTask"]) {
-            try IdentityStrictMode.checking { try fixture.data.protect(Data("again".utf8), identity: alice) }
+            try IdentityStrictMode.checking { try fixture.data.protect(Data("again".utf8), owner: alice) }
         }
         #expect(later.filter { $0.description.contains(alice.name) }.isEmpty)
     }
@@ -279,7 +279,7 @@ struct AsyncKeyStoreTests {
         let syncError = await withCheckedContinuation { (continuation: CheckedContinuation<ProtectionError?, Never>) in
             DispatchQueue.global().async {
                 do throws(ProtectionError) {
-                    _ = try fixture.data.protect(Data("x".utf8), identity: alice)
+                    _ = try fixture.data.protect(Data("x".utf8), owner: alice)
                     continuation.resume(returning: nil)
                 } catch {
                     continuation.resume(returning: error)
@@ -308,7 +308,7 @@ struct AsyncKeyStoreTests {
         try await IdentityContext.withThreadIdentity(alice) {
             let path = fixture.base.path("report.txt")
             try await files.async.writeFile(atPath: path, contents: Data("quarterly".utf8))
-            #expect(try files.isFileEncrypted(path: path))
+            #expect(try files.isFileEncrypted(atPath: path))
             fixture.remote.dropCache()
             #expect(try await files.async.readFile(atPath: path) == Data("quarterly".utf8))
 
@@ -329,15 +329,15 @@ struct AsyncKeyStoreTests {
             let clear = fixture.base.path("clear.txt")
             writeRaw(Array("plain".utf8), to: clear)
             fixture.remote.dropCache()
-            try await files.async.protect(path: clear, identity: alice)
-            #expect(try files.isFileEncrypted(path: clear))
+            try await files.async.protect(atPath: clear, owner: alice)
+            #expect(try files.isFileEncrypted(atPath: clear))
             fixture.remote.dropCache()
-            try await files.async.decryptFile(path: clear, toCopyPath: fixture.base.path("copy.txt"))
+            try await files.async.decryptFile(atPath: clear, toPath: fixture.base.path("copy.txt"))
             #expect(bytes(of: fixture.base.path("copy.txt")) == Array("plain".utf8))
             fixture.remote.dropCache()
-            try await files.async.protect(fileAtPath: clear, toPath: fixture.base.path("clear.idps"))
+            try await files.async.protect(atPath: clear, toPath: fixture.base.path("clear.idps"))
             fixture.remote.dropCache()
-            try await files.async.unprotect(fileAtPath: fixture.base.path("clear.idps"), toPath: fixture.base.path("back.txt"))
+            try await files.async.unprotect(atPath: fixture.base.path("clear.idps"), toPath: fixture.base.path("back.txt"))
             #expect(bytes(of: fixture.base.path("back.txt")) == Array("plain".utf8))
         }
         #expect(fixture.remote.fetches >= 6)
@@ -348,7 +348,7 @@ struct AsyncKeyStoreTests {
         let fixture = try RemoteFixture()
         let payload = (0..<200_000).map { UInt8(truncatingIfNeeded: $0 &* 7) }
         let pieces = stride(from: 0, to: payload.count, by: 4096).map { Array(payload[$0..<min($0 + 4096, payload.count)]) }
-        let sealed = try await fixture.data.async.protect(pieces.async, identity: alice, chunkSize: 8192).collect()
+        let sealed = try await fixture.data.async.protect(pieces.async, owner: alice, chunkSize: 8192).collect()
         fixture.remote.dropCache()
         let before = fixture.remote.fetches
         // One byte at a time through the header: the key is fetched once, when the header is complete.
@@ -394,7 +394,7 @@ struct AsyncKeyStoreTests {
         let path = fixture.base.path("alice.txt")
         let keyID = try await IdentityContext.withThreadIdentity(alice) {
             try await fixture.files.async.writeFile(atPath: path, contents: Data("gone soon".utf8))
-            let keyID = try #require(try fixture.files.protectionInfo(path: path)?.keyID)
+            let keyID = try #require(try fixture.files.protectionInfo(atPath: path)?.keyID)
             let removed = try await fixture.files.async.removeFiles(ownedBy: alice)
             #expect(removed.count == 1)
             return keyID

@@ -23,14 +23,14 @@ struct ConcurrencyTests {
                         #expect(try f.data.unprotect(sealed) == payload)
                         let path = f.path("t\(thread)-\(i).txt")
                         try f.files.writeFile(atPath: path, contents: payload)
-                        let info = try f.files.protectionInfo(path: path)
+                        let info = try f.files.protectionInfo(atPath: path)
                         #expect(info?.owner == identity)
                         #expect(info?.isEncrypted == f.policy.isFileEncryptionRequired(for: identity))
                         #expect(try f.files.readFile(atPath: path) == payload)
                         if i % 4 == 0, f.policy.isManaged(identity) {
-                            try f.files.decryptFile(path: path)
-                            try f.files.encryptFile(path: path)
-                            #expect(try f.files.protectionInfo(path: path)?.owner == identity)
+                            try f.files.decryptFile(atPath: path)
+                            try f.files.encryptFile(atPath: path)
+                            #expect(try f.files.protectionInfo(atPath: path)?.owner == identity)
                         }
                     } catch {
                         Issue.record("thread \(thread) as \(identity): \(error)")
@@ -56,7 +56,7 @@ struct ConcurrencyTests {
                             let payload = Data(repeating: UInt8(i), count: i * 10)
                             try f.files.writeFile(atPath: path, contents: payload)
                             await Task.yield()
-                            #expect(try f.files.protectionInfo(path: path)?.owner == identity)
+                            #expect(try f.files.protectionInfo(atPath: path)?.owner == identity)
                             let sealed = try f.data.protect(payload)
                             #expect(try f.data.unprotect(sealed) == payload)
                         }
@@ -78,13 +78,13 @@ struct ConcurrencyTests {
         DispatchQueue.concurrentPerform(iterations: 8) { i in
             do {
                 if i % 3 == 0 { try f.keys.rotateKey(for: alice) }
-                let data = try f.data.protect(Data("\(i)".utf8), identity: alice)
+                let data = try f.data.protect(Data("\(i)".utf8), owner: alice)
                 sealed.withLock { $0.append(data) }
             } catch {
                 Issue.record("\(error)")
             }
         }
-        let reopened = DataProtectionManager(keyStore: try FileKeyStore(directory: f.keys.directory), policy: f.policy)
+        let reopened = DataProtectionManager(keyStore: try FileKeyStore(atPath: f.keys.directory), policy: f.policy)
         for data in sealed.withLock({ $0 }) {
             #expect(throws: Never.self) { _ = try reopened.unprotect(data) }
         }

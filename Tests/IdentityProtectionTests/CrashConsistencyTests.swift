@@ -73,7 +73,7 @@ struct CrashConsistencyTests {
     /// A manager over the fixture's directories, loading the owner index from disk afresh.
     static func freshManager(_ f: Fixture, storage: OwnerStorage) throws -> FileProtectionManager {
         try FileProtectionManager(
-            roots: [f.root], keyStore: try FileKeyStore(directory: f.directory + "/keys"),
+            roots: [f.root], keyStore: try FileKeyStore(atPath: f.directory + "/keys"),
             policy: StaticManagedIdentityPolicy(managed: [alice, bob], fileEncryptionRequired: true, dataIsolation: false),
             stateDirectory: f.directory + "/state", ownerStorage: storage, chunkSize: chunkSize)
     }
@@ -135,7 +135,7 @@ struct CrashConsistencyTests {
                     continue
                 }
                 let content = Array(try files.readFile(atPath: path))
-                let info = try files.protectionInfo(path: path)
+                let info = try files.protectionInfo(atPath: path)
                 let observed = (content: content, owner: info?.owner, encrypted: info?.isEncrypted ?? false)
                 #expect(allowed.contains { $0.map { $0 == observed } ?? false },
                         "iteration \(iteration): neither the old nor the new file (done \(report.done), begun \(report.begun))")
@@ -151,7 +151,7 @@ struct CrashConsistencyTests {
                 var allowed = [report.done == 0 ? (base!.encrypted, base!.encrypted ? base!.owner : nil) : state(report.done)]
                 if let inFlight { allowed.append(state(inFlight)) }
                 #expect(Array(try files.readFile(atPath: path)) == constant, "iteration \(iteration)")
-                let info = try files.protectionInfo(path: path)
+                let info = try files.protectionInfo(atPath: path)
                 let encrypted = info?.isEncrypted ?? false
                 let observed = (encrypted, encrypted ? info?.owner : nil)
                 #expect(allowed.contains { $0 == observed }, "iteration \(iteration): \(observed) not in \(allowed)")

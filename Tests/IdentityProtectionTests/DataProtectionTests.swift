@@ -9,7 +9,7 @@ struct DataProtectionTests {
     func managedRoundTrip() throws {
         let f = try Fixture()
         let plaintext = Data("quarterly numbers".utf8)
-        let sealed = try f.data.protect(plaintext, identity: alice)
+        let sealed = try f.data.protect(plaintext, owner: alice)
         #expect(sealed.range(of: plaintext) == nil)
         let info = try #require(try f.data.protectionInfo(sealed))
         #expect(info.owner == alice)
@@ -18,14 +18,14 @@ struct DataProtectionTests {
         #expect(info.formatVersion == 1)
         #expect(try f.data.unprotect(sealed) == plaintext)
         // Two envelopes of the same data differ (random nonce).
-        #expect(try f.data.protect(plaintext, identity: alice) != sealed)
+        #expect(try f.data.protect(plaintext, owner: alice) != sealed)
     }
 
     @Test("empty and larger payloads", arguments: [0, 1, 15, 16, 17, 4096, 1 << 20])
     func sizes(count: Int) throws {
         let f = try Fixture()
         let plaintext = Data((0..<count).map { UInt8(truncatingIfNeeded: $0 &* 31) })
-        let sealed = try f.data.protect(plaintext, identity: bob)
+        let sealed = try f.data.protect(plaintext, owner: bob)
         #expect(try f.data.unprotect(sealed) == plaintext)
     }
 
@@ -34,7 +34,7 @@ struct DataProtectionTests {
     func clear(identity: Identity) throws {
         let f = try Fixture()
         let plaintext = Data("public".utf8)
-        let sealed = try f.data.protect(plaintext, identity: identity)
+        let sealed = try f.data.protect(plaintext, owner: identity)
         #expect(sealed.suffix(plaintext.count) == plaintext)
         let info = try #require(try f.data.protectionInfo(sealed))
         #expect(info.owner == identity)
@@ -69,22 +69,22 @@ struct DataProtectionTests {
     @Test("strings: base64 envelopes; plain strings unchanged")
     func strings() throws {
         let f = try Fixture()
-        let sealed = try f.data.protect("Grüße, Ωmega", identity: alice)
+        let sealed = try f.data.protect("Grüße, Ωmega", owner: alice)
         #expect(Data(base64Encoded: sealed) != nil)
         #expect(try f.data.protectionInfo(sealed)?.owner == alice)
         #expect(try f.data.unprotect(sealed) == "Grüße, Ωmega")
         #expect(try f.data.unprotect("just text") == "just text")
         #expect(try f.data.protectionInfo("just text") == nil)
-        let clear = try f.data.protect("hi", identity: carol)
+        let clear = try f.data.protect("hi", owner: carol)
         #expect(try f.data.unprotect(clear) == "hi")
     }
 
     @Test("owner casing: a case variant reads the same keys")
     func caseVariant() throws {
         let f = try Fixture()
-        let sealed = try f.data.protect(Data("x".utf8), identity: "ALICE@CONTOSO.COM")
+        let sealed = try f.data.protect(Data("x".utf8), owner: "ALICE@CONTOSO.COM")
         #expect(try f.data.protectionInfo(sealed)?.owner == alice)
-        let other = try f.data.protect(Data("y".utf8), identity: alice)
+        let other = try f.data.protect(Data("y".utf8), owner: alice)
         #expect(try f.data.protectionInfo(sealed)?.keyID == f.data.protectionInfo(other)?.keyID)
         #expect(try f.data.unprotect(sealed) == Data("x".utf8))
     }
@@ -92,15 +92,15 @@ struct DataProtectionTests {
     @Test("key rotation: new data uses the new key, old data stays readable")
     func rotation() throws {
         let f = try Fixture()
-        let old = try f.data.protect(Data("old".utf8), identity: alice)
+        let old = try f.data.protect(Data("old".utf8), owner: alice)
         let newKey = try f.keys.rotateKey(for: alice)
-        let new = try f.data.protect(Data("new".utf8), identity: alice)
+        let new = try f.data.protect(Data("new".utf8), owner: alice)
         #expect(try f.data.protectionInfo(new)?.keyID == newKey.id)
         #expect(try f.data.protectionInfo(old)?.keyID != newKey.id)
         #expect(try f.data.unprotect(old) == Data("old".utf8))
         #expect(try f.data.unprotect(new) == Data("new".utf8))
         // A second key store instance on the same directory reads both.
-        let reopened = DataProtectionManager(keyStore: try FileKeyStore(directory: f.keys.directory), policy: f.policy)
+        let reopened = DataProtectionManager(keyStore: try FileKeyStore(atPath: f.keys.directory), policy: f.policy)
         #expect(try reopened.unprotect(old) == Data("old".utf8))
         #expect(try reopened.unprotect(new) == Data("new".utf8))
     }
@@ -115,7 +115,7 @@ struct DataProtectionTests {
         #expect(try f.keys.key(withID: first.id, for: alice).material == first.material)
         // Another store on the directory rotates: this store still answers its cached current key, and finds
         // the new key by id.
-        let other = try FileKeyStore(directory: f.keys.directory)
+        let other = try FileKeyStore(atPath: f.keys.directory)
         let third = try other.rotateKey(for: alice)
         #expect(try f.keys.key(withID: third.id, for: alice).material == third.material)
         // After destruction nothing cached survives: the old ids are gone and a new current key is made.
@@ -128,11 +128,11 @@ struct DataProtectionTests {
     @Test("destroyed keys: crypto-shredded data is 103, other identities unaffected")
     func shredding() throws {
         let f = try Fixture()
-        let a = try f.data.protect(Data("a".utf8), identity: alice)
-        let b = try f.data.protect(Data("b".utf8), identity: bob)
+        let a = try f.data.protect(Data("a".utf8), owner: alice)
+        let b = try f.data.protect(Data("b".utf8), owner: bob)
         try f.keys.destroyKeys(for: alice)
         #expect(protectionError { try f.data.unprotect(a) }?.code == 103)
-        let fresh = DataProtectionManager(keyStore: try FileKeyStore(directory: f.keys.directory), policy: f.policy)
+        let fresh = DataProtectionManager(keyStore: try FileKeyStore(atPath: f.keys.directory), policy: f.policy)
         #expect(protectionError { try fresh.unprotect(a) }?.code == 103)
         #expect(try f.data.unprotect(b) == Data("b".utf8))
         // The header is still readable.
@@ -142,7 +142,7 @@ struct DataProtectionTests {
     @Test("another key store (missing key) is 103; a wrong key with the same id is 102")
     func wrongKey() throws {
         let f = try Fixture()
-        let sealed = try f.data.protect(Data("secret".utf8), identity: alice)
+        let sealed = try f.data.protect(Data("secret".utf8), owner: alice)
         let other = try Fixture()
         #expect(protectionError { try other.data.unprotect(sealed) }?.code == 103)
         let keyID = try #require(try f.data.protectionInfo(sealed)?.keyID)
@@ -154,7 +154,7 @@ struct DataProtectionTests {
     @Test("key files: mode 0600 in a 0700 directory, no identity names in file names")
     func keyFiles() throws {
         let f = try Fixture()
-        _ = try f.data.protect(Data("x".utf8), identity: alice)
+        _ = try f.data.protect(Data("x".utf8), owner: alice)
         let names = try FileManager.default.contentsOfDirectory(atPath: f.keys.directory)
         #expect(names.count == 1)
         #expect(names.allSatisfy { $0.hasSuffix(".key") && !$0.contains("alice") })
@@ -198,7 +198,7 @@ struct DecodedOwnerCacheTests {
         let f = try Fixture()
         let upper = Identity("ALICE@contoso.com")
         let sealed = try [alice, bob, upper, alice, carol, bob].map { (owner: Identity) throws -> (Identity, Data) in
-            (owner, try f.data.protect(Data([1, 2, 3]), identity: owner))
+            (owner, try f.data.protect(Data([1, 2, 3]), owner: owner))
         }
         for _ in 0..<3 {
             for (owner, envelope) in sealed {

@@ -27,7 +27,7 @@ struct DefaultIsolationTests {
         let f = try Fixture()
         for (name, policy) in Self.policies() {
             let data = DataProtectionManager(keyStore: f.keys, policy: policy)
-            let sealed = try data.protect(Data("alice's".utf8), identity: alice)
+            let sealed = try data.protect(Data("alice's".utf8), owner: alice)
             #expect(try IdentityContext.withThreadIdentity(alice) { try data.unprotect(sealed) } == Data("alice's".utf8), "\(name)")
             #expect(try IdentityContext.withThreadIdentity("ALICE@contoso.com") { try data.unprotect(sealed) } == Data("alice's".utf8))
             for reader in Self.strangers {
@@ -36,7 +36,7 @@ struct DefaultIsolationTests {
                 }
             }
             // An unmanaged account's data is everyone's.
-            let open = try data.protect(Data("carol's".utf8), identity: carol)
+            let open = try data.protect(Data("carol's".utf8), owner: carol)
             for reader in [alice, bob, carol, .unmanaged, nil] as [Identity?] {
                 #expect(try IdentityContext.withThreadIdentity(reader) { try data.unprotect(open) } == Data("carol's".utf8))
             }
@@ -56,15 +56,15 @@ struct DefaultIsolationTests {
                 IdentityContext.withThreadIdentity(reader) {
                     #expect(throws: ProtectionError.self, "\(name) readFile by \(String(describing: reader))") { try files.readFile(atPath: path) }
                     #expect(throws: ProtectionError.self) { try files.openProtectedFile(atPath: path, options: [.read]) }
-                    #expect(throws: ProtectionError.self) { try files.decryptFile(path: path, toCopyPath: path + ".copy") }
+                    #expect(throws: ProtectionError.self) { try files.decryptFile(atPath: path, toPath: path + ".copy") }
                 }
                 #expect(!FileManager.default.fileExists(atPath: path + ".copy"))
             }
             // Re-owning it to another account is a transfer: refused even to its owner's code.
             #expect(throws: ProtectionError.accessDenied(identity: alice, reader: bob)) {
-                try IdentityContext.withThreadIdentity(alice) { try files.protect(path: path, identity: bob) }
+                try IdentityContext.withThreadIdentity(alice) { try files.protect(atPath: path, owner: bob) }
             }
-            #expect(try files.protectionInfo(path: path)?.owner == alice)
+            #expect(try files.protectionInfo(atPath: path)?.owner == alice)
         }
     }
 
@@ -74,7 +74,7 @@ struct DefaultIsolationTests {
         let policy = StaticManagedIdentityPolicy(managed: [alice, bob], dataIsolation: false)
         #expect(!policy.dataIsolation)
         let data = DataProtectionManager(keyStore: f.keys, policy: policy)
-        let sealed = try data.protect(Data("alice's".utf8), identity: alice)
+        let sealed = try data.protect(Data("alice's".utf8), owner: alice)
         for reader in Self.strangers {
             #expect(try IdentityContext.withThreadIdentity(reader) { try data.unprotect(sealed) } == Data("alice's".utf8))
         }
@@ -121,8 +121,8 @@ struct ModifyTests {
                 ("openFile .write .truncate", { _ = try f.files.openFile(atPath: path, options: [.write, .truncate]) }),
                 ("openFile .write .append", { _ = try f.files.openFile(atPath: path, options: [.write, .append]) }),
                 ("writeFile", { try f.files.writeFile(atPath: path, contents: Data("overwritten".utf8)) }),
-                ("protect(path:identity: alice)", { try f.files.protect(path: path, identity: alice) }),
-                ("encryptFile(path:for: alice)", { try f.files.encryptFile(path: path, for: alice) }),
+                ("protect(atPath:owner: alice)", { try f.files.protect(atPath: path, owner: alice) }),
+                ("encryptFile(atPath:owner: alice)", { try f.files.encryptFile(atPath: path, owner: alice) }),
             ]
             for (name, attempt) in attempts {
                 IdentityContext.withThreadIdentity(stranger) {
@@ -151,7 +151,7 @@ struct ModifyTests {
             try file.close()
             #expect(try f.files.readFile(atPath: path) == Data("rewritten".utf8))
             try f.files.writeFile(atPath: path, contents: Data("again".utf8))
-            try f.files.encryptFile(path: path, for: alice)
+            try f.files.encryptFile(atPath: path, owner: alice)
             #expect(try f.files.readFile(atPath: path) == Data("again".utf8))
         }
     }
@@ -164,20 +164,20 @@ struct DirectoryOwnerAccessTests {
         let f = try Fixture(isolated: true)
         let directory = f.path("alice-dir")
         try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
-        try IdentityContext.withThreadIdentity(alice) { try f.files.protect(directory: directory) }
+        try IdentityContext.withThreadIdentity(alice) { try f.files.protectDirectory(atPath: directory) }
         for stranger in [bob, carol, .unmanaged, nil] as [Identity?] {
             IdentityContext.withThreadIdentity(stranger) {
-                #expect(throws: ProtectionError.self) { try f.files.protect(directory: directory, identity: stranger ?? carol) }
-                #expect(throws: ProtectionError.self) { try f.files.protect(directory: directory, identity: alice) }
+                #expect(throws: ProtectionError.self) { try f.files.protectDirectory(atPath: directory, owner: stranger ?? carol) }
+                #expect(throws: ProtectionError.self) { try f.files.protectDirectory(atPath: directory, owner: alice) }
             }
-            #expect(try f.files.owner(ofDirectory: directory) == alice)
+            #expect(try f.files.ownerOfDirectory(atPath: directory) == alice)
         }
         // Alice re-owning her own directory to another managed account is a transfer: isolation refuses it.
         #expect(throws: ProtectionError.accessDenied(identity: alice, reader: bob)) {
-            try IdentityContext.withThreadIdentity(alice) { try f.files.protect(directory: directory, identity: bob) }
+            try IdentityContext.withThreadIdentity(alice) { try f.files.protectDirectory(atPath: directory, owner: bob) }
         }
         // To herself again: allowed.
-        try IdentityContext.withThreadIdentity(alice) { try f.files.protect(directory: directory, identity: alice) }
-        #expect(try f.files.owner(ofDirectory: directory) == alice)
+        try IdentityContext.withThreadIdentity(alice) { try f.files.protectDirectory(atPath: directory, owner: alice) }
+        #expect(try f.files.ownerOfDirectory(atPath: directory) == alice)
     }
 }

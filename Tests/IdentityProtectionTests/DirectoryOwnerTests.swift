@@ -3,7 +3,7 @@ import IdentityProtection
 import IdentityRuntime
 import Testing
 
-@Suite("Directory owners: protect(directory:identity:)")
+@Suite("Directory owners: protectDirectory(atPath:owner:)")
 struct DirectoryOwnerTests {
     @Test("files created inside get the directory's owner unless the thread has its own identity",
           arguments: [OwnerStorage.automatic, .indexOnly])
@@ -11,9 +11,9 @@ struct DirectoryOwnerTests {
         let f = try Fixture(ownerStorage: storage)
         let directory = f.path("alice-docs")
         try FileManager.default.createDirectory(atPath: directory + "/nested", withIntermediateDirectories: true)
-        try f.files.protect(directory: directory, identity: alice)
-        #expect(try f.files.owner(ofDirectory: directory) == alice)
-        #expect(try f.files.owner(ofDirectory: directory + "/nested") == nil)
+        try f.files.protectDirectory(atPath: directory, owner: alice)
+        #expect(try f.files.ownerOfDirectory(atPath: directory) == alice)
+        #expect(try f.files.ownerOfDirectory(atPath: directory + "/nested") == nil)
         IdentityContext.withThreadIdentity(nil) {
             // No thread identity: the nearest owned directory decides (it outranks the process identity).
             #expect(throws: Never.self) {
@@ -24,18 +24,18 @@ struct DirectoryOwnerTests {
                 try file.close()
             }
         }
-        #expect(try f.files.protectionInfo(path: directory + "/a.txt")?.owner == alice)
-        #expect(try f.files.protectionInfo(path: directory + "/a.txt")?.isEncrypted == true)
-        #expect(try f.files.protectionInfo(path: directory + "/nested/b.txt")?.owner == alice)
+        #expect(try f.files.protectionInfo(atPath: directory + "/a.txt")?.owner == alice)
+        #expect(try f.files.protectionInfo(atPath: directory + "/a.txt")?.isEncrypted == true)
+        #expect(try f.files.protectionInfo(atPath: directory + "/nested/b.txt")?.owner == alice)
         // A thread identity, even the unmanaged one, wins over the directory.
         try IdentityContext.withThreadIdentity(carol) {
             try f.files.writeFile(atPath: directory + "/carol.txt", contents: Data("c".utf8))
         }
-        #expect(try f.files.protectionInfo(path: directory + "/carol.txt")?.owner == carol)
+        #expect(try f.files.protectionInfo(atPath: directory + "/carol.txt")?.owner == carol)
         try IdentityContext.withThreadIdentity(.unmanaged) {
             try f.files.writeFile(atPath: directory + "/web.txt", contents: Data("w".utf8))
         }
-        #expect(try f.files.protectionInfo(path: directory + "/web.txt")?.owner == .unmanaged)
+        #expect(try f.files.protectionInfo(atPath: directory + "/web.txt")?.owner == .unmanaged)
         // An explicit owner wins over everything.
         let explicit = try IdentityContext.withThreadIdentity(carol) {
             try f.files.openProtectedFile(atPath: directory + "/bob.bin", options: [.write, .create], owner: bob)
@@ -43,18 +43,18 @@ struct DirectoryOwnerTests {
         #expect(explicit.owner == bob)
         try explicit.close()
         // A nested directory with its own owner is nearer.
-        try f.files.protect(directory: directory + "/nested", identity: bob)
+        try f.files.protectDirectory(atPath: directory + "/nested", owner: bob)
         IdentityContext.withThreadIdentity(nil) {
             #expect(throws: Never.self) { try f.files.writeFile(atPath: directory + "/nested/d.txt", contents: Data("d".utf8)) }
         }
-        #expect(try f.files.protectionInfo(path: directory + "/nested/d.txt")?.owner == bob)
+        #expect(try f.files.protectionInfo(atPath: directory + "/nested/d.txt")?.owner == bob)
         // Removing the owner.
         try IdentityContext.withThreadIdentity(nil) {
-            try f.files.protect(directory: directory + "/nested", identity: nil)
+            try f.files.protectDirectory(atPath: directory + "/nested", owner: nil)
         }
-        #expect(try f.files.owner(ofDirectory: directory + "/nested") == IdentityContext.processIdentity)
-        #expect(protectionError { try f.files.protect(directory: f.path("missing")) }?.code == 105)
-        #expect(protectionError { try f.files.protect(directory: directory + "/a.txt", identity: alice) }?.code == 105)
+        #expect(try f.files.ownerOfDirectory(atPath: directory + "/nested") == IdentityContext.processIdentity)
+        #expect(protectionError { try f.files.protectDirectory(atPath: f.path("missing")) }?.code == 105)
+        #expect(protectionError { try f.files.protectDirectory(atPath: directory + "/a.txt", owner: alice) }?.code == 105)
     }
 }
 
@@ -64,17 +64,17 @@ struct DirectoryOwnerWipeTests {
     func wipe() throws {
         let f = try Fixture()
         for name in ["a", "b"] { try FileManager.default.createDirectory(atPath: f.path(name), withIntermediateDirectories: false) }
-        try f.files.protect(directory: f.path("a"), identity: alice)
-        try f.files.protect(directory: f.path("b"), identity: bob)
-        try f.files.protect(directory: f.root, identity: alice)
+        try f.files.protectDirectory(atPath: f.path("a"), owner: alice)
+        try f.files.protectDirectory(atPath: f.path("b"), owner: bob)
+        try f.files.protectDirectory(atPath: f.root, owner: alice)
         IdentityContext.withThreadIdentity(nil) {
             #expect(throws: Never.self) { try f.files.writeFile(atPath: f.path("a/x.txt"), contents: Data("x".utf8)) }
         }
         let removed = try f.files.removeFiles(ownedBy: alice)
         #expect(removed == [f.path("a/x.txt")])
-        #expect(try f.files.owner(ofDirectory: f.path("a")) == nil)
-        #expect(try f.files.owner(ofDirectory: f.root) == nil)
-        #expect(try f.files.owner(ofDirectory: f.path("b")) == bob)
+        #expect(try f.files.ownerOfDirectory(atPath: f.path("a")) == nil)
+        #expect(try f.files.ownerOfDirectory(atPath: f.root) == nil)
+        #expect(try f.files.ownerOfDirectory(atPath: f.path("b")) == bob)
         #expect(FileManager.default.fileExists(atPath: f.path("a")))
     }
 }

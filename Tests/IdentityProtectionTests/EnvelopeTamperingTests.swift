@@ -26,7 +26,7 @@ struct EnvelopeTamperingTests {
 
     init() throws {
         f = try Fixture()
-        sealed = Array(try f.data.protect(plaintext, identity: alice))
+        sealed = Array(try f.data.protect(plaintext, owner: alice))
     }
 
     /// Unprotecting `bytes` must throw a ProtectionError; returns it.
@@ -165,7 +165,7 @@ struct EnvelopeTamperingTests {
     @Test("protecting for an owner longer than the format allows: 104")
     func tooLongOwner() {
         let huge = Identity(String(repeating: "a", count: 2000))
-        #expect(protectionError { try f.data.protect(Data("x".utf8), identity: huge) }?.code == 104)
+        #expect(protectionError { try f.data.protect(Data("x".utf8), owner: huge) }?.code == 104)
     }
 
     @Test("randomized: 100,000 mutated envelopes, none accepted")
@@ -175,7 +175,7 @@ struct EnvelopeTamperingTests {
         var envelopes: [[UInt8]] = []
         for size in [0, 1, 5, 16, 33] {
             let payload = (0..<size).map { UInt8(truncatingIfNeeded: $0 &* 7 &+ 1) }
-            envelopes.append(Array(try f.data.protect(Data(payload), identity: [alice, bob][size % 2])))
+            envelopes.append(Array(try f.data.protect(Data(payload), owner: [alice, bob][size % 2])))
         }
         var outcomes: [Int: Int] = [:]
         var accepted = 0

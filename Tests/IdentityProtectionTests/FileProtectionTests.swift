@@ -20,22 +20,22 @@ struct FileProtectionTests {
         try IdentityContext.withThreadIdentity(nil) {
             try f.files.writeFile(atPath: f.path("none.txt"), contents: contents)
         }
-        let a = try #require(try f.files.protectionInfo(path: f.path("a.txt")))
+        let a = try #require(try f.files.protectionInfo(atPath: f.path("a.txt")))
         #expect(a.owner == alice && a.isEncrypted)
-        #expect(try f.files.isFileEncrypted(path: f.path("a.txt")))
+        #expect(try f.files.isFileEncrypted(atPath: f.path("a.txt")))
         #expect(bytes(of: f.path("a.txt"))!.count > contents.count)
         #expect(Data(bytes(of: f.path("a.txt"))!).range(of: contents) == nil)
         #expect(try f.files.readFile(atPath: f.path("a.txt")) == contents)
-        let c = try #require(try f.files.protectionInfo(path: f.path("c.txt")))
+        let c = try #require(try f.files.protectionInfo(atPath: f.path("c.txt")))
         #expect(c.owner == carol && !c.isEncrypted)
         #expect(bytes(of: f.path("c.txt")) == Array(contents))
-        #expect(try f.files.protectionInfo(path: f.path("none.txt")) == nil)
+        #expect(try f.files.protectionInfo(atPath: f.path("none.txt")) == nil)
         #expect(try f.files.readFile(atPath: f.path("none.txt")) == contents)
         // Replacing a file gives it the new writer as owner.
         try IdentityContext.withThreadIdentity(bob) {
             try f.files.writeFile(atPath: f.path("c.txt"), contents: Data("bob's now".utf8))
         }
-        #expect(try f.files.protectionInfo(path: f.path("c.txt"))?.owner == bob)
+        #expect(try f.files.protectionInfo(atPath: f.path("c.txt"))?.owner == bob)
         #expect(try f.files.readFile(atPath: f.path("c.txt")) == Data("bob's now".utf8))
     }
 
@@ -45,7 +45,7 @@ struct FileProtectionTests {
         try IdentityContext.withThreadIdentity(alice) {
             try f.files.writeFile(atPath: f.path("a.txt"), contents: Data("x".utf8))
         }
-        let info = try #require(try f.files.protectionInfo(path: f.path("a.txt")))
+        let info = try #require(try f.files.protectionInfo(atPath: f.path("a.txt")))
         #expect(info.owner == alice && !info.isEncrypted)
     }
 
@@ -56,7 +56,7 @@ struct FileProtectionTests {
         // check the rule through a thread identity of nil with `.assign` semantics instead.
         let owner = try await Task.detached {
             try f.files.writeFile(atPath: f.path("d.txt"), contents: Data())
-            return try f.files.protectionInfo(path: f.path("d.txt"))?.owner
+            return try f.files.protectionInfo(atPath: f.path("d.txt"))?.owner
         }.value
         #expect(owner == IdentityContext.processIdentity)
     }
@@ -71,13 +71,13 @@ struct FileProtectionTests {
             try handle.write(contentsOf: Data("one".utf8))
             try handle.close()
         }
-        #expect(try f.files.protectionInfo(path: path)?.owner == carol)
+        #expect(try f.files.protectionInfo(atPath: path)?.owner == carol)
         try IdentityContext.withThreadIdentity(bob) {
             let handle = try f.files.openFile(atPath: path, options: [.write, .append, .create])
             try handle.write(contentsOf: Data("two".utf8))
             try handle.close()
         }
-        #expect(try f.files.protectionInfo(path: path)?.owner == carol)
+        #expect(try f.files.protectionInfo(atPath: path)?.owner == carol)
         #expect(bytes(of: path) == Array("onetwo".utf8))
         // bob's files must be encrypted: a plaintext handle that would make bob the owner is refused (110)
         // before anything is truncated.
@@ -90,30 +90,30 @@ struct FileProtectionTests {
             let handle = try f.files.openFile(atPath: path, options: [.write, .truncate])
             try handle.close()
         }
-        #expect(try f.files.protectionInfo(path: path)?.owner == dave)
+        #expect(try f.files.protectionInfo(atPath: path)?.owner == dave)
         #expect(bytes(of: path) == [])
         #expect(protectionError { try f.files.openFile(atPath: path, options: [.write, .create, .exclusive]) }?.code == 106)
         #expect(protectionError { try f.files.openFile(atPath: f.path("missing"), options: [.read]) }?.code == 105)
         #expect(protectionError { try f.files.openFile(atPath: f.root, options: [.read]) }?.code == 105)
     }
 
-    @Test("protect(path:identity:) and protectionInfo(path:)", arguments: [OwnerStorage.automatic, .indexOnly])
+    @Test("protect(atPath:owner:) and protectionInfo(atPath:)", arguments: [OwnerStorage.automatic, .indexOnly])
     func explicitOwner(storage: OwnerStorage) throws {
         let f = try Fixture(ownerStorage: storage)
         let path = f.path("report.txt")
         writeRaw(Array("numbers".utf8), to: path)
-        #expect(try f.files.protectionInfo(path: path) == nil)
-        try f.files.protect(path: path, identity: carol)
-        #expect(try f.files.protectionInfo(path: path)?.owner == carol)
+        #expect(try f.files.protectionInfo(atPath: path) == nil)
+        try f.files.protect(atPath: path, owner: carol)
+        #expect(try f.files.protectionInfo(atPath: path)?.owner == carol)
         #expect(bytes(of: path) == Array("numbers".utf8))
-        try f.files.protect(path: path, identity: alice)       // managed + required: encrypted in place
-        let info = try #require(try f.files.protectionInfo(path: path))
+        try f.files.protect(atPath: path, owner: alice)       // managed + required: encrypted in place
+        let info = try #require(try f.files.protectionInfo(atPath: path))
         #expect(info.owner == alice && info.isEncrypted)
-        try f.files.protect(path: path, identity: bob)         // re-encrypted for bob
-        #expect(try f.files.protectionInfo(path: path)?.owner == bob)
+        try f.files.protect(atPath: path, owner: bob)         // re-encrypted for bob
+        #expect(try f.files.protectionInfo(atPath: path)?.owner == bob)
         #expect(try f.files.readFile(atPath: path) == Data("numbers".utf8))
-        try f.files.protect(path: path, identity: .unmanaged)  // decrypted, owned by ""
-        #expect(try f.files.protectionInfo(path: path) == ProtectionInfo(owner: .unmanaged, isEncrypted: false, keyID: nil, formatVersion: nil))
+        try f.files.protect(atPath: path, owner: .unmanaged)  // decrypted, owned by ""
+        #expect(try f.files.protectionInfo(atPath: path) == ProtectionInfo(owner: .unmanaged, isEncrypted: false, keyID: nil, formatVersion: nil))
         #expect(bytes(of: path) == Array("numbers".utf8))
     }
 
@@ -129,8 +129,8 @@ struct FileProtectionTests {
         }
         try FileManager.default.moveItem(atPath: f.path("plain.txt"), toPath: f.path("sub/moved.txt"))
         try FileManager.default.moveItem(atPath: f.path("secret.txt"), toPath: f.path("sub/secret2.txt"))
-        #expect(try f.files.protectionInfo(path: f.path("sub/moved.txt"))?.owner == carol)
-        #expect(try f.files.protectionInfo(path: f.path("sub/secret2.txt"))?.owner == alice)
+        #expect(try f.files.protectionInfo(atPath: f.path("sub/moved.txt"))?.owner == carol)
+        #expect(try f.files.protectionInfo(atPath: f.path("sub/secret2.txt"))?.owner == alice)
         #expect(try f.files.readFile(atPath: f.path("sub/secret2.txt")) == Data("s".utf8))
     }
 
@@ -142,24 +142,24 @@ struct FileProtectionTests {
         let original = (0..<size).map { UInt8(truncatingIfNeeded: $0 &* 13 &+ 5) }
         writeRaw(original, to: path)
         try FileManager.default.setAttributes([.posixPermissions: 0o640], ofItemAtPath: path)
-        try f.files.encryptFile(path: path, for: alice)
-        #expect(try f.files.isFileEncrypted(path: path))
-        #expect(try f.files.protectionInfo(path: path)?.owner == alice)
+        try f.files.encryptFile(atPath: path, owner: alice)
+        #expect(try f.files.isFileEncrypted(atPath: path))
+        #expect(try f.files.protectionInfo(atPath: path)?.owner == alice)
         let attributes = try FileManager.default.attributesOfItem(atPath: path)
         #expect((attributes[.posixPermissions] as? Int) == 0o640)
         let encrypted = try #require(bytes(of: path))
         #expect(encrypted.count == encryptedFileLength(owner: alice, chunkSize: 16, contentLength: size))
-        try f.files.encryptFile(path: path, for: alice)          // already encrypted for alice: unchanged
+        try f.files.encryptFile(atPath: path, owner: alice)          // already encrypted for alice: unchanged
         #expect(bytes(of: path) == encrypted)
         let copy = f.path("copy.bin")
-        try f.files.decryptFile(path: path, toCopyPath: copy)
+        try f.files.decryptFile(atPath: path, toPath: copy)
         #expect(bytes(of: copy) == original)
         #expect(bytes(of: path) == encrypted)
-        #expect(try f.files.protectionInfo(path: copy)?.owner == alice)
-        try f.files.decryptFile(path: path)
+        #expect(try f.files.protectionInfo(atPath: copy)?.owner == alice)
+        try f.files.decryptFile(atPath: path)
         #expect(bytes(of: path) == original)
-        #expect(try f.files.protectionInfo(path: path) == ProtectionInfo(owner: alice, isEncrypted: false, keyID: nil, formatVersion: nil))
-        try f.files.decryptFile(path: path)                      // not encrypted: no-op
+        #expect(try f.files.protectionInfo(atPath: path) == ProtectionInfo(owner: alice, isEncrypted: false, keyID: nil, formatVersion: nil))
+        try f.files.decryptFile(atPath: path)                      // not encrypted: no-op
         #expect(bytes(of: path) == original)
         // No temporary files left behind.
         #expect(try FileManager.default.contentsOfDirectory(atPath: f.root).sorted() == ["copy.bin", "data.bin"])
@@ -172,10 +172,10 @@ struct FileProtectionTests {
         var generator = SplitMix64(seed: 42)
         let original = (0..<(3 << 20) + 123).map { _ in UInt8(truncatingIfNeeded: generator.next()) }
         writeRaw(original, to: path)
-        try f.files.encryptFile(path: path, for: bob)
+        try f.files.encryptFile(atPath: path, owner: bob)
         #expect(bytes(of: path)!.count == encryptedFileLength(owner: bob, chunkSize: 64 * 1024, contentLength: original.count))
         #expect(Array(try f.files.readFile(atPath: path)) == original)
-        try f.files.decryptFile(path: path)
+        try f.files.decryptFile(atPath: path)
         #expect(bytes(of: path) == original)
     }
 
@@ -184,9 +184,9 @@ struct FileProtectionTests {
         let f = try Fixture()
         let path = f.path("x.txt")
         writeRaw([1, 2, 3], to: path)
-        #expect(protectionError { try f.files.encryptFile(path: path, for: carol) }?.code == 104)
-        #expect(protectionError { try f.files.encryptFile(path: path, for: .unmanaged) }?.code == 104)
-        #expect(protectionError { try IdentityContext.withThreadIdentity(nil) { try f.files.encryptFile(path: path) } }?.code
+        #expect(protectionError { try f.files.encryptFile(atPath: path, owner: carol) }?.code == 104)
+        #expect(protectionError { try f.files.encryptFile(atPath: path, owner: .unmanaged) }?.code == 104)
+        #expect(protectionError { try IdentityContext.withThreadIdentity(nil) { try f.files.encryptFile(atPath: path) } }?.code
                 == (IdentityContext.processIdentity == nil ? 104 : nil) ?? 104)
         #expect(bytes(of: path) == [1, 2, 3])
     }
@@ -196,12 +196,12 @@ struct FileProtectionTests {
         let f = try Fixture()
         writeRaw([9], to: f.path("file.txt"))
         let path = name.isEmpty ? f.root : f.path(name)
-        #expect(protectionError { try f.files.protectionInfo(path: path) }?.code == 105)
-        #expect(protectionError { try f.files.isFileEncrypted(path: path) }?.code == 105)
-        #expect(protectionError { try f.files.encryptFile(path: path, for: alice) }?.code == 105)
-        #expect(protectionError { try f.files.decryptFile(path: path) }?.code == 105)
-        #expect(protectionError { try f.files.decryptFile(path: path, toCopyPath: f.path("out")) }?.code == 105)
-        #expect(protectionError { try f.files.protect(path: path, identity: alice) }?.code == 105)
+        #expect(protectionError { try f.files.protectionInfo(atPath: path) }?.code == 105)
+        #expect(protectionError { try f.files.isFileEncrypted(atPath: path) }?.code == 105)
+        #expect(protectionError { try f.files.encryptFile(atPath: path, owner: alice) }?.code == 105)
+        #expect(protectionError { try f.files.decryptFile(atPath: path) }?.code == 105)
+        #expect(protectionError { try f.files.decryptFile(atPath: path, toPath: f.path("out")) }?.code == 105)
+        #expect(protectionError { try f.files.protect(atPath: path, owner: alice) }?.code == 105)
         #expect(protectionError { try f.files.readFile(atPath: path) }?.code == 105)
         #expect(bytes(of: f.path("file.txt")) == [9])
     }
@@ -211,10 +211,10 @@ struct FileProtectionTests {
         let f = try Fixture()
         let path = f.path("keep.txt")
         writeRaw(Array("keep".utf8), to: path)
-        try f.files.encryptFile(path: path, for: alice)
+        try f.files.encryptFile(atPath: path, owner: alice)
         let encrypted = bytes(of: path)
         // A destination under a regular file: ENOTDIR, which root cannot bypass.
-        #expect(protectionError { try f.files.decryptFile(path: path, toCopyPath: path + "/copy") }?.code == 106)
+        #expect(protectionError { try f.files.decryptFile(atPath: path, toPath: path + "/copy") }?.code == 106)
         #expect(protectionError {
             try IdentityContext.withThreadIdentity(alice) {
                 try f.files.writeFile(atPath: path + "/new.txt", contents: Data("x".utf8))
@@ -223,7 +223,7 @@ struct FileProtectionTests {
         #expect(protectionError { try f.files.writeFile(atPath: f.path("no/such/dir/x"), contents: Data()) }?.code == 106)
         // A directory where a file is expected.
         #expect(protectionError { try f.files.writeFile(atPath: f.root, contents: Data()) }?.code == 105)
-        #expect(protectionError { try f.files.decryptFile(path: path, toCopyPath: f.root) }?.code == 105)
+        #expect(protectionError { try f.files.decryptFile(atPath: path, toPath: f.root) }?.code == 105)
         #expect(bytes(of: path) == encrypted)
         #expect(try f.files.readFile(atPath: path) == Data("keep".utf8))
     }
@@ -234,7 +234,7 @@ struct FileProtectionTests {
         let path = "/proc/self/comm"
         guard FileManager.default.fileExists(atPath: path) else { return }
         let f = try Fixture()
-        let error = protectionError { try f.files.encryptFile(path: path, for: alice) }
+        let error = protectionError { try f.files.encryptFile(atPath: path, owner: alice) }
         #expect(error?.code == 106)
     }
 
@@ -243,13 +243,13 @@ struct FileProtectionTests {
         let f = try Fixture()
         let path = f.path("k.txt")
         writeRaw(Array("k".utf8), to: path)
-        try f.files.encryptFile(path: path, for: alice)
+        try f.files.encryptFile(atPath: path, owner: alice)
         let encrypted = bytes(of: path)
         try f.keys.destroyKeys(for: alice)
-        #expect(protectionError { try f.files.decryptFile(path: path) }?.code == 103)
+        #expect(protectionError { try f.files.decryptFile(atPath: path) }?.code == 103)
         #expect(protectionError { try f.files.readFile(atPath: path) }?.code == 103)
-        #expect(protectionError { try f.files.encryptFile(path: path, for: bob) }?.code == 103)
+        #expect(protectionError { try f.files.encryptFile(atPath: path, owner: bob) }?.code == 103)
         #expect(bytes(of: path) == encrypted)
-        #expect(try f.files.protectionInfo(path: path)?.owner == alice)
+        #expect(try f.files.protectionInfo(atPath: path)?.owner == alice)
     }
 }

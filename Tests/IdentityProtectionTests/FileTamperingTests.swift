@@ -17,7 +17,7 @@ struct FileTamperingTests {
         path = f.path("doc.bin")
         original = (0..<(Self.chunk * 4 + 5)).map { UInt8(truncatingIfNeeded: $0 &* 3 &+ 11) }
         writeRaw(original, to: path)
-        try f.files.encryptFile(path: path, for: alice)
+        try f.files.encryptFile(atPath: path, owner: alice)
         encrypted = try #require(bytes(of: path))
     }
 
@@ -27,8 +27,8 @@ struct FileTamperingTests {
         let copy = f.path("copy.bin")
         let errors = [
             protectionError(sourceLocation: sourceLocation) { try f.files.readFile(atPath: path) },
-            protectionError(sourceLocation: sourceLocation) { try f.files.decryptFile(path: path) },
-            protectionError(sourceLocation: sourceLocation) { try f.files.decryptFile(path: path, toCopyPath: copy) },
+            protectionError(sourceLocation: sourceLocation) { try f.files.decryptFile(atPath: path) },
+            protectionError(sourceLocation: sourceLocation) { try f.files.decryptFile(atPath: path, toPath: copy) },
         ]
         for error in errors {
             #expect(error.map { codes.contains($0.code) } == true, "\(String(describing: error)) \(comment?.rawValue ?? "")", sourceLocation: sourceLocation)
@@ -86,7 +86,7 @@ struct FileTamperingTests {
     func foreignChunk() throws {
         let other = f.path("other.bin")
         writeRaw(original, to: other)
-        try f.files.encryptFile(path: other, for: alice)
+        try f.files.encryptFile(atPath: other, owner: alice)
         let otherBytes = try #require(bytes(of: other))
         try FileManager.default.removeItem(atPath: other)
         var chunks = records

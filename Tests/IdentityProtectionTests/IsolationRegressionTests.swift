@@ -21,8 +21,8 @@ struct ReadOnlySharing: ManagedIdentityPolicy {
 
 @Suite("Isolation regressions found by an adversarial review: copies, in-place decryption, links, case, directories, streams")
 struct IsolationRegressionTests {
-    // A1: decryptFile(path:toCopyPath:) replaces whatever is at copyPath without asking the gate about its owner.
-    @Test("A1 bob replaces alice's file through decryptFile(path: bobsFile, toCopyPath: alicesFile)")
+    // A1: decryptFile(atPath:toPath:) replaces whatever is at copyPath without asking the gate about its owner.
+    @Test("A1 bob replaces alice's file through decryptFile(atPath: bobsFile, toPath: alicesFile)")
     func copyOverAnotherOwnersFile() throws {
         let f = try Fixture(isolated: true)
         let alices = f.path("alice.txt"), bobs = f.path("bob.txt")
@@ -34,27 +34,27 @@ struct IsolationRegressionTests {
         }
         // ... but a copy onto it is not checked.
         #expect(throws: ProtectionError.self) {
-            try IdentityContext.withThreadIdentity(bob) { try f.files.decryptFile(path: bobs, toCopyPath: alices) }
+            try IdentityContext.withThreadIdentity(bob) { try f.files.decryptFile(atPath: bobs, toPath: alices) }
         }
-        #expect(try f.files.protectionInfo(path: alices)?.owner == alice)
+        #expect(try f.files.protectionInfo(atPath: alices)?.owner == alice)
         #expect(try IdentityContext.withThreadIdentity(alice) { try f.files.readFile(atPath: alices) } == Data("alice's".utf8))
     }
 
     // A1b: the same from code with no identity and an unowned file.
-    @Test("A1b no-identity code replaces alice's file with decryptFile(path: unowned, toCopyPath: alicesFile)")
+    @Test("A1b no-identity code replaces alice's file with decryptFile(atPath: unowned, toPath: alicesFile)")
     func copyOverFromNoIdentity() throws {
         let f = try Fixture(isolated: true)
         let alices = f.path("alice.txt"), unowned = f.path("unowned.txt")
         try IdentityContext.withThreadIdentity(alice) { try f.files.writeFile(atPath: alices, contents: Data("alice's".utf8)) }
         writeRaw(Array("attacker".utf8), to: unowned)
         #expect(throws: ProtectionError.self) {
-            try IdentityContext.withThreadIdentity(nil) { try f.files.decryptFile(path: unowned, toCopyPath: alices) }
+            try IdentityContext.withThreadIdentity(nil) { try f.files.decryptFile(atPath: unowned, toPath: alices) }
         }
-        #expect(try f.files.protectionInfo(path: alices)?.owner == alice)
+        #expect(try f.files.protectionInfo(atPath: alices)?.owner == alice)
     }
 
-    // A2: decryptFile(path:) rewrites the file in place (plaintext at rest) but asks only `.read`.
-    @Test("A2 decryptFile(path:) in place is a modification but is checked as a read")
+    // A2: decryptFile(atPath:) rewrites the file in place (plaintext at rest) but asks only `.read`.
+    @Test("A2 decryptFile(atPath:) in place is a modification but is checked as a read")
     func decryptInPlaceIsAModification() throws {
         let f = try Fixture(isolated: true)
         let policy = ReadOnlySharing(managed: [alice, bob])
@@ -69,9 +69,9 @@ struct IsolationRegressionTests {
         }
         // ... but rewriting alice's encrypted file as plaintext is allowed.
         #expect(throws: ProtectionError.self) {
-            try IdentityContext.withThreadIdentity(bob) { try files.decryptFile(path: alices) }
+            try IdentityContext.withThreadIdentity(bob) { try files.decryptFile(atPath: alices) }
         }
-        #expect(try files.isFileEncrypted(path: alices))
+        #expect(try files.isFileEncrypted(atPath: alices))
     }
 
 
@@ -117,7 +117,7 @@ struct IsolationRegressionTests {
     @Test("A6 case variants of the owner, '' and nil readers")
     func caseVariants() throws {
         let f = try Fixture(isolated: true)
-        let sealed = try f.data.protect(Data("a".utf8), identity: "ALICE@CONTOSO.COM")
+        let sealed = try f.data.protect(Data("a".utf8), owner: "ALICE@CONTOSO.COM")
         #expect(try IdentityContext.withThreadIdentity(alice) { try f.data.unprotect(sealed) } == Data("a".utf8))
         for reader in [bob, Identity.unmanaged, nil] as [Identity?] {
             #expect(throws: ProtectionError.self) { try IdentityContext.withThreadIdentity(reader) { try f.data.unprotect(sealed) } }
@@ -130,7 +130,7 @@ struct IsolationRegressionTests {
         let f = try Fixture(isolated: true)
         let dir = f.path("alice-dir")
         try FileManager.default.createDirectory(atPath: dir, withIntermediateDirectories: true)
-        try IdentityContext.withThreadIdentity(alice) { try f.files.protect(directory: dir) }
+        try IdentityContext.withThreadIdentity(alice) { try f.files.protectDirectory(atPath: dir) }
         try IdentityContext.withThreadIdentity(alice) { try f.files.writeFile(atPath: dir + "/f", contents: Data("alice".utf8)) }
         #expect(throws: ProtectionError.self) {
             try IdentityContext.withThreadIdentity(nil) { try f.files.writeFile(atPath: dir + "/f", contents: Data("x".utf8)) }
@@ -139,12 +139,12 @@ struct IsolationRegressionTests {
             try IdentityContext.withThreadIdentity(nil) { try f.files.openProtectedFile(atPath: dir + "/f", options: [.write, .truncate]) }
         }
         #expect(throws: ProtectionError.self) {
-            try IdentityContext.withThreadIdentity(bob) { try f.files.protect(directory: dir, identity: bob) }
+            try IdentityContext.withThreadIdentity(bob) { try f.files.protectDirectory(atPath: dir, owner: bob) }
         }
         #expect(throws: ProtectionError.self) {
-            try IdentityContext.withThreadIdentity(nil) { try f.files.protect(directory: dir, identity: nil) }
+            try IdentityContext.withThreadIdentity(nil) { try f.files.protectDirectory(atPath: dir, owner: nil) }
         }
-        #expect(try f.files.owner(ofDirectory: dir) == alice)
+        #expect(try f.files.ownerOfDirectory(atPath: dir) == alice)
     }
 
     // A8: streams: a stream given to unprotect(Data) and an envelope to the stream; splits; clear stream naming alice.
@@ -152,9 +152,9 @@ struct IsolationRegressionTests {
     func streams() async throws {
         let f = try Fixture(isolated: true)
         let stream = try await IdentityContext.withThreadIdentity(alice) {
-            try f.data.protect([Array("hello".utf8)].async, identity: alice, chunkSize: 2)
+            try f.data.protect([Array("hello".utf8)].async, owner: alice, chunkSize: 2)
         }.collect()
-        let envelope = Array(try f.data.protect(Data("hello".utf8), identity: alice))
+        let envelope = Array(try f.data.protect(Data("hello".utf8), owner: alice))
         #expect(throws: ProtectionError.self) { try f.data.unprotect(Data(stream)) }
         for input in [envelope, stream] {
             for cut in 0...input.count {

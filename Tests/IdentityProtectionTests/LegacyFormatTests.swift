@@ -38,14 +38,14 @@ struct LegacyFormatTests {
     func readers(name: String, count: Int) throws {
         let path = f.path(name)
         let expected = Self.content(count)
-        let info = try #require(try f.files.protectionInfo(path: path))
+        let info = try #require(try f.files.protectionInfo(atPath: path))
         #expect(info.owner == alice)
         #expect(info.isEncrypted)
         #expect(info.formatVersion == 1)
-        #expect(try f.files.isFileEncrypted(path: path))
+        #expect(try f.files.isFileEncrypted(atPath: path))
         #expect(Array(try IdentityContext.withThreadIdentity(alice) { try f.files.readFile(atPath: path) }) == expected)
         try IdentityContext.withThreadIdentity(alice) {
-            try f.files.decryptFile(path: path, toCopyPath: f.path(name + ".plain"))
+            try f.files.decryptFile(atPath: path, toPath: f.path(name + ".plain"))
         }
         #expect(bytes(of: f.path(name + ".plain")) == expected)
         #expect(bytes(of: path) == bytes(of: Self.fixtureDirectory + "/" + name), "a read leaves the file as it is")
@@ -60,7 +60,7 @@ struct LegacyFormatTests {
             #expect(throws: RefusingPolicy.refusal) { try files.readFile(atPath: path) }
             #expect(throws: RefusingPolicy.refusal) { try files.openProtectedFile(atPath: path, options: [.read]) }
             #expect(throws: RefusingPolicy.refusal) { try files.openProtectedFile(atPath: path, options: [.read, .write]) }
-            #expect(throws: RefusingPolicy.refusal) { try files.decryptFile(path: path, toCopyPath: f.path("copy")) }
+            #expect(throws: RefusingPolicy.refusal) { try files.decryptFile(atPath: path, toPath: f.path("copy")) }
         }
         #expect(bytes(of: path) == bytes(of: Self.fixtureDirectory + "/multi.v1"), "a refused writable open does not upgrade")
         #expect(Array(try IdentityContext.withThreadIdentity(alice) { try files.readFile(atPath: path) }) == Self.content(10_000))
@@ -81,7 +81,7 @@ struct LegacyFormatTests {
             }
             #expect(try file.read(at: UInt64(count), upToCount: 10).isEmpty)
         }
-        #expect(try f.files.protectionInfo(path: path)?.formatVersion == 1)
+        #expect(try f.files.protectionInfo(atPath: path)?.formatVersion == 1)
     }
 
     @Test("a writable ProtectedFile rewrites a v1 file in format 2 first, keeping its content", arguments: files)
@@ -99,7 +99,7 @@ struct LegacyFormatTests {
         let end = max(count, at + 3)
         if expected.count < end { expected += [UInt8](repeating: 0, count: end - expected.count) }
         expected.replaceSubrange(at..<at + 3, with: [1, 2, 3])
-        let info = try #require(try f.files.protectionInfo(path: path))
+        let info = try #require(try f.files.protectionInfo(atPath: path))
         #expect(info.formatVersion == 2)
         #expect(info.owner == alice)
         #expect(Array(try IdentityContext.withThreadIdentity(alice) { try f.files.readFile(atPath: path) }) == expected)
@@ -108,13 +108,13 @@ struct LegacyFormatTests {
     @Test("encryptFile rewrites a v1 file of the same owner in format 2; writeFile replaces it in format 2")
     func encryptFileUpgrades() throws {
         let path = f.path("multi.v1")
-        try f.files.encryptFile(path: path, for: alice)
-        #expect(try f.files.protectionInfo(path: path)?.formatVersion == 2)
+        try f.files.encryptFile(atPath: path, owner: alice)
+        #expect(try f.files.protectionInfo(atPath: path)?.formatVersion == 2)
         #expect(Array(try IdentityContext.withThreadIdentity(alice) { try f.files.readFile(atPath: path) }) == Self.content(10_000))
 
         let other = f.path("small.v1")
         try IdentityContext.withThreadIdentity(alice) { try f.files.writeFile(atPath: other, contents: Data([9, 9])) }
-        #expect(try f.files.protectionInfo(path: other)?.formatVersion == 2)
+        #expect(try f.files.protectionInfo(atPath: other)?.formatVersion == 2)
         #expect(Array(try IdentityContext.withThreadIdentity(alice) { try f.files.readFile(atPath: other) }) == [9, 9])
     }
 
@@ -140,7 +140,7 @@ struct LegacyFormatTests {
         let errors = IdentityContext.withThreadIdentity(alice) {
             [
                 protectionError(sourceLocation: sourceLocation) { try f.files.readFile(atPath: path) },
-                protectionError(sourceLocation: sourceLocation) { try f.files.decryptFile(path: path, toCopyPath: f.path("copy")) },
+                protectionError(sourceLocation: sourceLocation) { try f.files.decryptFile(atPath: path, toPath: f.path("copy")) },
                 protectionError(sourceLocation: sourceLocation) {
                     let file = try f.files.openProtectedFile(atPath: path, options: [.read])
                     defer { try? file.close() }

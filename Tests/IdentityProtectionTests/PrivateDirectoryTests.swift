@@ -31,7 +31,7 @@ struct PrivateDirectoryTests {
     func created(kind: String) throws {
         let base = try scratch()
         defer { try? FileManager.default.removeItem(atPath: base) }
-        let keys = try FileKeyStore(directory: base + "/keys/deeper")
+        let keys = try FileKeyStore(atPath: base + "/keys/deeper")
         if kind == "state" {
             _ = try FileProtectionManager(
                 roots: [base], keyStore: keys, policy: StaticManagedIdentityPolicy(), stateDirectory: base + "/state/deeper")
@@ -46,13 +46,13 @@ struct PrivateDirectoryTests {
         defer { try? FileManager.default.removeItem(atPath: base) }
         try makeDirectory(base + "/keys", mode: mode)
         try makeDirectory(base + "/state", mode: mode)
-        let keys = try FileKeyStore(directory: base + "/keys")
+        let keys = try FileKeyStore(atPath: base + "/keys")
         let policy = StaticManagedIdentityPolicy(managed: ["alice@contoso.com"])
         let files = try FileProtectionManager(roots: [base], keyStore: keys, policy: policy, stateDirectory: base + "/state")
         #expect(try permissions(base + "/keys") == 0o700)
         #expect(try permissions(base + "/state") == 0o700)
         let data = DataProtectionManager(keyStore: keys, policy: policy)
-        let envelope = try data.protect(Data("secret".utf8), identity: "alice@contoso.com")
+        let envelope = try data.protect(Data("secret".utf8), owner: "alice@contoso.com")
         #expect(try IdentityContext.withThreadIdentity("alice@contoso.com") { try data.unprotect(envelope) } == Data("secret".utf8))
         _ = files
     }
@@ -62,7 +62,7 @@ struct PrivateDirectoryTests {
         let base = try scratch()
         defer { try? FileManager.default.removeItem(atPath: base) }
         try makeDirectory(base + "/keys", mode: 0o700)
-        _ = try FileKeyStore(directory: base + "/keys")
+        _ = try FileKeyStore(atPath: base + "/keys")
         #expect(try permissions(base + "/keys") == 0o700)
     }
 
@@ -77,15 +77,15 @@ struct PrivateDirectoryTests {
             return
         }
         #expect(chown(base + "/keys", 65_534, 65_534) == 0 && chown(base + "/state", 65_534, 65_534) == 0)
-        #expect(throws: ProtectionError.self) { try FileKeyStore(directory: base + "/keys") }
+        #expect(throws: ProtectionError.self) { try FileKeyStore(atPath: base + "/keys") }
         do {
-            _ = try FileKeyStore(directory: base + "/keys")
+            _ = try FileKeyStore(atPath: base + "/keys")
         } catch {
             #expect(error.code == 114)
             guard case let .insecureDirectory(path, _) = error else { Issue.record("expected 114, got \(error)"); return }
             #expect(path == base + "/keys")
         }
-        let keys = try FileKeyStore(directory: base + "/own-keys")
+        let keys = try FileKeyStore(atPath: base + "/own-keys")
         do {
             _ = try FileProtectionManager(roots: [base], keyStore: keys, policy: StaticManagedIdentityPolicy(), stateDirectory: base + "/state")
             Issue.record("a state directory of another user was accepted")
@@ -101,17 +101,17 @@ struct PrivateDirectoryTests {
         defer { try? FileManager.default.removeItem(atPath: base) }
         try makeDirectory(base + "/shared", mode: mode)
         try makeDirectory(base + "/shared/keys", mode: 0o700)
-        let error = protectionError { try FileKeyStore(directory: base + "/shared/keys") }
+        let error = protectionError { try FileKeyStore(atPath: base + "/shared/keys") }
         #expect(error?.code == 114)
         // A directory created below it is refused as well (and so is a state directory).
-        #expect(protectionError { try FileKeyStore(directory: base + "/shared/new/keys") }?.code == 114)
-        let keys = try FileKeyStore(directory: base + "/own-keys")
+        #expect(protectionError { try FileKeyStore(atPath: base + "/shared/new/keys") }?.code == 114)
+        let keys = try FileKeyStore(atPath: base + "/own-keys")
         #expect(protectionError {
             try FileProtectionManager(roots: [base], keyStore: keys, policy: StaticManagedIdentityPolicy(), stateDirectory: base + "/shared/state")
         }?.code == 114)
         // Through a symbolic link the check follows the directory the link resolves to.
         #expect(symlink(base + "/shared/keys", base + "/link") == 0)
-        #expect(protectionError { try FileKeyStore(directory: base + "/link") }?.code == 114)
+        #expect(protectionError { try FileKeyStore(atPath: base + "/link") }?.code == 114)
     }
 
     @Test("a sticky, world-writable directory above (as /tmp) is accepted: others cannot rename what they do not own")
@@ -119,7 +119,7 @@ struct PrivateDirectoryTests {
         let base = try scratch()
         defer { try? FileManager.default.removeItem(atPath: base) }
         try makeDirectory(base + "/tmp", mode: 0o1777)
-        _ = try FileKeyStore(directory: base + "/tmp/keys")
+        _ = try FileKeyStore(atPath: base + "/tmp/keys")
         #expect(try permissions(base + "/tmp/keys") == 0o700)
     }
 
@@ -130,6 +130,6 @@ struct PrivateDirectoryTests {
         try makeDirectory(base + "/theirs", mode: 0o755)
         guard geteuid() == 0 else { return }
         #expect(chown(base + "/theirs", 65_534, 65_534) == 0)
-        #expect(protectionError { try FileKeyStore(directory: base + "/theirs/keys") }?.code == 114)
+        #expect(protectionError { try FileKeyStore(atPath: base + "/theirs/keys") }?.code == 114)
     }
 }

@@ -29,11 +29,11 @@ struct ProtectedFileTests {
         let stored = try #require(bytes(of: path))
         if owner == alice {
             #expect(Data(stored).range(of: Data("quick".utf8)) == nil)
-            #expect(try f.files.isFileEncrypted(path: path))
+            #expect(try f.files.isFileEncrypted(atPath: path))
         } else {
             #expect(stored == text)
         }
-        #expect(try f.files.protectionInfo(path: path)?.owner == owner)
+        #expect(try f.files.protectionInfo(atPath: path)?.owner == owner)
         #expect(Array(try IdentityContext.withThreadIdentity(owner) { try f.files.readFile(atPath: path) }) == text)
     }
 
@@ -97,13 +97,13 @@ struct ProtectedFileTests {
         let path = f.path("shared.bin")
         let original = (0..<1000).map { UInt8(truncatingIfNeeded: $0 &* 11) }
         writeRaw(original, to: path)
-        try f.files.encryptFile(path: path, for: bob)
+        try f.files.encryptFile(atPath: path, owner: bob)
         let file = try IdentityContext.withThreadIdentity(bob) { try f.files.openProtectedFile(atPath: path) }
         #expect(file.isEncrypted && file.owner == bob)
         #expect(try file.read(at: 500, upToCount: 100) == Array(original[500..<600]))
         try file.write([1, 2, 3], at: 998)
         try file.close()
-        try f.files.decryptFile(path: path)
+        try f.files.decryptFile(atPath: path)
         #expect(bytes(of: path) == Array(original[..<998]) + [1, 2, 3])
     }
 
@@ -204,14 +204,14 @@ struct ProtectedFileTests {
         let plain = f.path("legacy.txt")
         writeRaw(Array("legacy".utf8), to: plain)
         f.policy.fileEncryptionRequired = false
-        try f.files.protect(path: plain, identity: bob)
+        try f.files.protect(atPath: plain, owner: bob)
         f.policy.fileEncryptionRequired = true
         #expect(protectionError { try f.files.openFile(atPath: plain, options: [.read, .write]) }?.code == 110)
         let file = try IdentityContext.withThreadIdentity(bob) { try f.files.openProtectedFile(atPath: plain, options: [.read, .write]) }
         #expect(file.isEncrypted)
         #expect(try file.readToEnd() == Array("legacy".utf8))
         try file.close()
-        #expect(try f.files.isFileEncrypted(path: plain))
+        #expect(try f.files.isFileEncrypted(atPath: plain))
     }
 
     @Test("one handle from many tasks at once; many handles on many files at once")
@@ -281,7 +281,7 @@ struct ProtectedFileTests {
         #expect(try second.size() == 0)
         try second.write([1])
         try second.close()
-        #expect(try f.files.protectionInfo(path: path)?.owner == bob)
+        #expect(try f.files.protectionInfo(atPath: path)?.owner == bob)
         #expect(Array(try f.files.readFile(atPath: path)) == [1])
     }
 

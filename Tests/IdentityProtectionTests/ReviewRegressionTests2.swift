@@ -23,7 +23,7 @@ struct ReviewRegressionTests2 {
         defer { unlink(src); unlink(out) }
         writeRaw(Array(plaintext.utf8), to: src)
         try IdentityContext.withThreadIdentity(caller) {
-            try f.files.protect(fileAtPath: src, toPath: out, identity: owner)
+            try f.files.protect(atPath: src, toPath: out, owner: owner)
         }
         return bytes(of: out)!
     }
@@ -42,12 +42,12 @@ struct ReviewRegressionTests2 {
         try handle.write(Array("dave".utf8))
         // alice takes the file (allowed: dave's data is unmanaged) and writes her secret into it.
         try IdentityContext.withThreadIdentity(alice) {
-            try f.files.protect(path: path, identity: alice)
+            try f.files.protect(atPath: path, owner: alice)
             let mine = try f.files.openProtectedFile(atPath: path, options: [.write])
             try mine.write(Array("ALICE-SECRET".utf8), at: 0)
             try mine.close()
         }
-        #expect(try f.files.protectionInfo(path: path)?.owner == alice)
+        #expect(try f.files.protectionInfo(atPath: path)?.owner == alice)
         // dave's handle still reads dave's own bytes, from the file alice replaced, never hers ...
         let seen = try IdentityContext.withThreadIdentity(dave) { try handle.read(at: 0, upToCount: 64) }
         #expect(seen == Array("dave".utf8))
@@ -74,7 +74,7 @@ struct ReviewRegressionTests2 {
             // on alice's file.
             let directory = f.path("alices-\(encrypted)")
             try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: false)
-            try IdentityContext.withThreadIdentity(alice) { try f.files.protect(directory: directory, identity: alice) }
+            try IdentityContext.withThreadIdentity(alice) { try f.files.protectDirectory(atPath: directory, owner: alice) }
             #expect(protectionError {
                 try IdentityContext.withThreadIdentity(nil) { try f.files.openFile(atPath: directory + "/new", options: [.write, .create]) }
             }?.code == 108)
@@ -107,7 +107,7 @@ struct ReviewRegressionTests2 {
         #expect(!keysLeft.isEmpty, "alice's keys were destroyed by a planted journal")
     }
 
-    @Test("unprotect(fileAtPath:toPath:) into the state directory is refused (116)")
+    @Test("unprotect(atPath:toPath:) into the state directory is refused (116)")
     func plantedWipeJournalViaUnprotect() throws {
         let f = try Fixture(encryptionRequired: true, isolated: true)
         let path = f.path("alice.txt")
@@ -115,8 +115,8 @@ struct ReviewRegressionTests2 {
         let src = f.path("plain.json")
         writeRaw(Array(#"{"format":1,"accounts":["alice@contoso.com"]}"#.utf8), to: src)
         let journal = f.files.stateDirectory + "/wipes.journal"
-        let refused = IdentityContext.withThreadIdentity(dave) { (try? f.files.unprotect(fileAtPath: src, toPath: journal)) == nil }
-        #expect(refused, "unprotect(fileAtPath:toPath:) wrote into the state directory")
+        let refused = IdentityContext.withThreadIdentity(dave) { (try? f.files.unprotect(atPath: src, toPath: journal)) == nil }
+        #expect(refused, "unprotect(atPath:toPath:) wrote into the state directory")
         _ = try? FileProtectionManager(roots: [f.root], keyStore: f.keys, policy: f.policy, stateDirectory: f.directory + "/state")
         #expect(FileManager.default.fileExists(atPath: path), "alice's file was deleted by a planted journal")
     }
@@ -126,7 +126,7 @@ struct ReviewRegressionTests2 {
         let f = try Fixture(ownerStorage: .indexOnly, encryptionRequired: false, isolated: true)
         let path = f.path("alice.txt")
         try IdentityContext.withThreadIdentity(alice) { try f.files.writeFile(atPath: path, contents: Data("ALICE-SECRET".utf8)) }
-        #expect(try f.files.protectionInfo(path: path)?.owner == alice)
+        #expect(try f.files.protectionInfo(atPath: path)?.owner == alice)
         let index = f.files.stateDirectory + "/owners.index"
         let exists = FileManager.default.fileExists(atPath: index)
         let refused = IdentityContext.withThreadIdentity(nil) { (try? f.files.writeFile(atPath: index, contents: Data(#"{"format":1,"entries":{}}"#.utf8))) == nil }
@@ -155,7 +155,7 @@ struct ReviewRegressionTests2 {
         #expect(allowed.isEmpty, "code with no identity replaced key files: \(allowed)")
     }
 
-    // MARK: unprotect(fileAtPath:toPath:) gives the copy to the owner the (unauthenticated) envelope names
+    // MARK: unprotect(atPath:toPath:) gives the copy to the owner the (unauthenticated) envelope names
 
     @Test("unprotect of alice's file holding a clear envelope that names an unmanaged owner: the copy stays alice's")
     func unprotectReownsWithoutTransfer() throws {
@@ -163,16 +163,16 @@ struct ReviewRegressionTests2 {
         let envelope = try envelopeBytes(f, of: "ALICE-SECRET", owner: dave, as: nil)
         let path = f.path("alice.idps")
         try IdentityContext.withThreadIdentity(alice) { try f.files.writeFile(atPath: path, contents: Data(envelope)) }
-        #expect(try f.files.protectionInfo(path: path)?.owner == alice)
-        // The same hand-over through protect(fileAtPath:) is refused (transfer alice -> dave).
+        #expect(try f.files.protectionInfo(atPath: path)?.owner == alice)
+        // The same hand-over through protect(atPath:) is refused (transfer alice -> dave).
         let sealedRefused = IdentityContext.withThreadIdentity(alice) {
-            (try? f.files.protect(fileAtPath: path, toPath: f.path("x.idps"), identity: dave)) == nil
+            (try? f.files.protect(atPath: path, toPath: f.path("x.idps"), owner: dave)) == nil
         }
         #expect(sealedRefused)
         let copy = f.path("copy.txt")
-        let unprotected = IdentityContext.withThreadIdentity(alice) { (try? f.files.unprotect(fileAtPath: path, toPath: copy)) != nil }
+        let unprotected = IdentityContext.withThreadIdentity(alice) { (try? f.files.unprotect(atPath: path, toPath: copy)) != nil }
         if unprotected {
-            let owner = try f.files.protectionInfo(path: copy)?.owner
+            let owner = try f.files.protectionInfo(atPath: copy)?.owner
             #expect(owner == alice, "the copy of alice's data is owned by \(String(describing: owner))")
             let leaked = IdentityContext.withThreadIdentity(bob) { try? f.files.readFile(atPath: copy) }
             #expect(leaked == nil, "bob read alice's data from the copy: \(String(decoding: leaked ?? Data(), as: UTF8.self))")
@@ -188,7 +188,7 @@ struct ReviewRegressionTests2 {
         let envelope = try envelopeBytes(f, of: "BOB-CONTENT", owner: dave, as: nil)
         let mine = f.path("bob.idps")
         try IdentityContext.withThreadIdentity(bob) { try f.files.writeFile(atPath: mine, contents: Data(envelope)) }
-        let replaced = IdentityContext.withThreadIdentity(bob) { (try? f.files.unprotect(fileAtPath: mine, toPath: src)) != nil }
+        let replaced = IdentityContext.withThreadIdentity(bob) { (try? f.files.unprotect(atPath: mine, toPath: src)) != nil }
         #expect(!replaced)
         let content = IdentityContext.withThreadIdentity(alice) { try? f.files.readFile(atPath: src) }
         #expect(content == Data("ALICE".utf8))
@@ -208,18 +208,18 @@ struct ReviewRegressionTests2 {
             #expect(link(victim, hard) == 0)
             for source in [sym, hard, f.root + "/../root/alice.txt"] {
                 let out = f.path("out-\(UUID().uuidString)")
-                let ok = IdentityContext.withThreadIdentity(bob) { (try? f.files.protect(fileAtPath: source, toPath: out, identity: bob)) != nil }
+                let ok = IdentityContext.withThreadIdentity(bob) { (try? f.files.protect(atPath: source, toPath: out, owner: bob)) != nil }
                 #expect(!ok, "\(storage): bob sealed alice's file through \(source)")
-                let ok2 = IdentityContext.withThreadIdentity(bob) { (try? f.files.unprotect(fileAtPath: source, toPath: out)) != nil }
+                let ok2 = IdentityContext.withThreadIdentity(bob) { (try? f.files.unprotect(atPath: source, toPath: out)) != nil }
                 #expect(!ok2, "\(storage): bob unprotected alice's file through \(source)")
-                let ok3 = IdentityContext.withThreadIdentity(bob) { (try? f.files.decryptFile(path: source)) != nil }
-                #expect(!ok3, "\(storage): bob decryptFile(path:) alice's clear file through \(source)")
+                let ok3 = IdentityContext.withThreadIdentity(bob) { (try? f.files.decryptFile(atPath: source)) != nil }
+                #expect(!ok3, "\(storage): bob decryptFile(atPath:) alice's clear file through \(source)")
             }
             // Destination: a symlink / hard link to alice's file.
             let bobsrc = f.path("bob.txt")
             try IdentityContext.withThreadIdentity(bob) { try f.files.writeFile(atPath: bobsrc, contents: Data("BOB".utf8)) }
             for dest in [sym, hard] {
-                let ok = IdentityContext.withThreadIdentity(bob) { (try? f.files.protect(fileAtPath: bobsrc, toPath: dest, identity: bob)) != nil }
+                let ok = IdentityContext.withThreadIdentity(bob) { (try? f.files.protect(atPath: bobsrc, toPath: dest, owner: bob)) != nil }
                 #expect(!ok, "\(storage): bob replaced \(dest)")
             }
             let content = IdentityContext.withThreadIdentity(alice) { try? f.files.readFile(atPath: victim) }
@@ -238,11 +238,11 @@ struct ReviewRegressionTests2 {
         try IdentityContext.withThreadIdentity(bob) { try f.files.writeFile(atPath: src, contents: Data("BOB".utf8)) }
         IdentityContext.withThreadIdentity(bob) {
             for dest in [fifo, dir] {
-                #expect((try? f.files.protect(fileAtPath: src, toPath: dest)) == nil)
-                #expect((try? f.files.unprotect(fileAtPath: src, toPath: dest)) == nil)
-                #expect((try? f.files.decryptFile(path: src, toCopyPath: dest)) == nil)
+                #expect((try? f.files.protect(atPath: src, toPath: dest)) == nil)
+                #expect((try? f.files.unprotect(atPath: src, toPath: dest)) == nil)
+                #expect((try? f.files.decryptFile(atPath: src, toPath: dest)) == nil)
             }
-            #expect((try? f.files.protect(fileAtPath: dir, toPath: f.path("o1"))) == nil)
+            #expect((try? f.files.protect(atPath: dir, toPath: f.path("o1"))) == nil)
         }
     }
 
@@ -252,13 +252,13 @@ struct ReviewRegressionTests2 {
         let src = f.path("src")
         try IdentityContext.withThreadIdentity(alice) { try f.files.writeFile(atPath: src, contents: Data("ALICE".utf8)) }
         for size in [0, -1, Int.min, 16 * 1024 * 1024 + 1, Int.max] {
-            let ok = IdentityContext.withThreadIdentity(alice) { (try? f.files.protect(fileAtPath: src, toPath: f.path("o"), chunkSize: size)) != nil }
+            let ok = IdentityContext.withThreadIdentity(alice) { (try? f.files.protect(atPath: src, toPath: f.path("o"), chunkSize: size)) != nil }
             #expect(!ok, "chunk size \(size) accepted")
         }
         // bob: source == destination on alice's file.
-        let ok = IdentityContext.withThreadIdentity(bob) { (try? f.files.protect(fileAtPath: src, toPath: src, identity: bob)) != nil }
+        let ok = IdentityContext.withThreadIdentity(bob) { (try? f.files.protect(atPath: src, toPath: src, owner: bob)) != nil }
         #expect(!ok)
-        let ok2 = IdentityContext.withThreadIdentity(bob) { (try? f.files.unprotect(fileAtPath: src, toPath: src)) != nil }
+        let ok2 = IdentityContext.withThreadIdentity(bob) { (try? f.files.unprotect(atPath: src, toPath: src)) != nil }
         #expect(!ok2)
         let content = IdentityContext.withThreadIdentity(alice) { try? f.files.readFile(atPath: src) }
         #expect(content == Data("ALICE".utf8))
@@ -296,17 +296,17 @@ struct ReviewRegressionTests2 {
         #expect(chmod(open, 0o777) == 0)
         #expect(symlink(safe, open + "/link") == 0)
         // Directly below the world-writable directory: refused.
-        #expect(protectionErrorOrNil { _ = try FileKeyStore(directory: open + "/keys") }?.code == 114)
+        #expect(protectionErrorOrNil { _ = try FileKeyStore(atPath: open + "/keys") }?.code == 114)
         // Through the link: the store works in the directory the link pointed to when it was made.
-        let keys = try FileKeyStore(directory: open + "/link/keys")
+        let keys = try FileKeyStore(atPath: open + "/link/keys")
         #expect(keys.directory == realPath(safe) + "/keys")
         let state = try FileProtectionManager(roots: [f.root], keyStore: keys, policy: f.policy, stateDirectory: open + "/link/state")
         #expect(state.stateDirectory == realPath(safe) + "/state")
         let data = DataProtectionManager(keyStore: keys, policy: f.policy)
-        let envelope = try data.protect(Data("kept".utf8), identity: alice)
+        let envelope = try data.protect(Data("kept".utf8), owner: alice)
         // Someone who may write `open` points the link elsewhere: the store still reads its own keys.
         #expect(unlink(open + "/link") == 0 && symlink(other, open + "/link") == 0)
-        let fresh = DataProtectionManager(keyStore: try FileKeyStore(directory: realPath(safe) + "/keys"), policy: f.policy)
+        let fresh = DataProtectionManager(keyStore: try FileKeyStore(atPath: realPath(safe) + "/keys"), policy: f.policy)
         #expect(try IdentityContext.withThreadIdentity(alice) { try fresh.unprotect(envelope) } == Data("kept".utf8))
         #expect(try IdentityContext.withThreadIdentity(alice) { try data.unprotect(envelope) } == Data("kept".utf8))
         #expect((try? FileManager.default.contentsOfDirectory(atPath: other)) == [])
@@ -318,7 +318,7 @@ struct ReviewRegressionTests2 {
         let open = f.directory + "/open2"
         try FileManager.default.createDirectory(atPath: open + "/sub", withIntermediateDirectories: true)
         #expect(chmod(open, 0o777) == 0)
-        let keys = try FileKeyStore(directory: open + "/sub/../../k2")
+        let keys = try FileKeyStore(atPath: open + "/sub/../../k2")
         #expect(keys.directory == realPath(f.directory) + "/k2")
     }
 }

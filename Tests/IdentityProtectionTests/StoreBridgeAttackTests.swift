@@ -246,7 +246,7 @@ struct StoreBridgeAttackTests {
         // Meanwhile plain files appear in the root (another program, or bob's app writing without the manager).
         let plain = (0..<8).map { base.path("plain-\($0).txt") }
         for path in plain { writeRaw(Array("not alice's".utf8), to: path) }
-        let owners = plain.map { path in (path, try? files.protectionInfo(path: path)?.owner) }
+        let owners = plain.map { path in (path, try? files.protectionInfo(atPath: path)?.owner) }
         remote.openGate()
         try await open.value
         for (path, owner) in owners {
@@ -264,8 +264,8 @@ struct StoreBridgeAttackTests {
     @Test("answers recorded in a run are per store: a fallback store is asked, as in the synchronous call")
     func answersAreNotSharedBetweenStores() async throws {
         let base = try Fixture(isolated: true)
-        let sealed = try base.data.protect(Data("from the old database".utf8), identity: alice)
-        let newDatabase = try FileKeyStore(directory: base.directory + "/keys-new")
+        let sealed = try base.data.protect(Data("from the old database".utf8), owner: alice)
+        let newDatabase = try FileKeyStore(atPath: base.directory + "/keys-new")
         let store = MigratingKeyStore(
             primary: RemoteKeyStoreDouble(database: newDatabase, latency: .milliseconds(5)),
             fallback: RemoteKeyStoreDouble(database: base.keys, latency: .milliseconds(5)))
@@ -299,7 +299,7 @@ struct StoreBridgeAttackTests {
         #expect(throws: Never.self, "\(answer)") { try answer.get() }
         // The same through the async entry point (the inner wait blocks a cooperative thread, but answers).
         let data = DataProtectionManager(keyStore: LayeredKeyStore(inner: RemoteKeyStoreDouble(database: base.keys)), policy: base.policy)
-        let sealed = try await data.async.protect(Data("x".utf8), identity: alice)
+        let sealed = try await data.async.protect(Data("x".utf8), owner: alice)
         #expect(try base.data.protectionInfo(sealed)?.owner == alice)
     }
 
@@ -328,14 +328,14 @@ struct StoreBridgeAttackTests {
         fixture.remote.closeGate()
         defer { fixture.remote.openGate() }
         let synchronous = await onDispatchThread {
-            result { () throws(ProtectionError) in try fixture.data.protect(Data("x".utf8), identity: alice) }
+            result { () throws(ProtectionError) in try fixture.data.protect(Data("x".utf8), owner: alice) }
         }
         #expect(synchronous.failureCode == 113)
 
         // Ends by the timeout, the gate still closed (a call that waited for the gate would hang the test
         // until its time limit).
         let timedOut = await Task {
-            try await fixture.data.async.protect(Data("x".utf8), identity: bob)
+            try await fixture.data.async.protect(Data("x".utf8), owner: bob)
         }.result
         var code: Int?
         if case let .failure(error) = timedOut { code = (error as? ProtectionError)?.code }
@@ -345,7 +345,7 @@ struct StoreBridgeAttackTests {
         let patient = try RemoteFixture(bridgeTimeout: .seconds(1_200))
         patient.remote.closeGate()
         defer { patient.remote.openGate() }
-        let call = Task { try await patient.data.async.protect(Data("x".utf8), identity: bob) }
+        let call = Task { try await patient.data.async.protect(Data("x".utf8), owner: bob) }
         while patient.remote.maxInFlight < 1 { try await Task.sleep(for: .milliseconds(5)) }
         call.cancel()
         #expect((try? await call.value) == nil)
@@ -371,7 +371,7 @@ struct StoreBridgeAttackTests {
                         try await IdentityContext.withThreadIdentity(other) { try await fixture.data.async.unprotect(sealed) }
                     }
                     // Streams too: the header's key is awaited under the reader fixed at the call.
-                    let stream = try await fixture.data.async.protect([Array(payload)].async, identity: me, chunkSize: 16).collect()
+                    let stream = try await fixture.data.async.protect([Array(payload)].async, owner: me, chunkSize: 16).collect()
                     if index % 4 == 0 { fixture.remote.dropCache() }
                     let back = try await IdentityContext.withThreadIdentity(me) {
                         try await fixture.data.unprotect(stream.map { [$0] }.async).collect()
@@ -397,7 +397,7 @@ struct StoreBridgeAttackTests {
     func secondIterationReusesNonces() async throws {
         let fixture = try RemoteFixture()
         let box = LockedValue(Array(repeating: UInt8(0x41), count: 64))
-        let stream = try await fixture.data.async.protect(ChangingSource(box: box), identity: alice, chunkSize: 64)
+        let stream = try await fixture.data.async.protect(ChangingSource(box: box), owner: alice, chunkSize: 64)
         let first = try await stream.collect()
         box.withLock { $0 = Array(repeating: UInt8(0x42), count: 64) }
         let second = try await stream.collect()
@@ -445,12 +445,12 @@ struct StoreBridgeAttackTests {
         let before = fixture.remote.fetches
         await #expect(throws: ProtectionError.self) {
             try await IdentityContext.withThreadIdentity(bob) {
-                try await fixture.files.async.protect(fileAtPath: source, toPath: destination)
+                try await fixture.files.async.protect(atPath: source, toPath: destination)
             }
         }
         await #expect(throws: ProtectionError.self) {
             try await IdentityContext.withThreadIdentity(bob) {
-                try await fixture.files.async.decryptFile(path: source, toCopyPath: destination)
+                try await fixture.files.async.decryptFile(atPath: source, toPath: destination)
             }
         }
         #expect(fixture.remote.fetches == before)

@@ -3,7 +3,7 @@ import IdentityProtection
 import IdentityRuntime
 import Testing
 
-/// `FileProtectionManager.protect(fileAtPath:toPath:)` and `unprotect(fileAtPath:toPath:)` decide from the
+/// `FileProtectionManager.protect(atPath:toPath:)` and `unprotect(atPath:toPath:)` decide from the
 /// recorded owners of both files, like every other file API: a caller who may not read an account's file
 /// cannot copy it out, and one who may not modify it cannot replace it.
 @Suite("File-to-file stream forms: access from the recorded owners of source and destination")
@@ -26,14 +26,14 @@ struct StreamFileAccessTests {
         let sealed = f.path("out.idps")
         for owner in [caller, alice, nil] as [Identity?] {
             let error = protectionError {
-                try IdentityContext.withThreadIdentity(caller) { try f.files.protect(fileAtPath: alices, toPath: sealed, identity: owner) }
+                try IdentityContext.withThreadIdentity(caller) { try f.files.protect(atPath: alices, toPath: sealed, owner: owner) }
             }
             #expect(error?.code == 108)
             #expect(!FileManager.default.fileExists(atPath: sealed))
         }
         // The same through unprotect: a file that is not an envelope is copied, so it is a read as well.
         let error = protectionError {
-            try IdentityContext.withThreadIdentity(caller) { try f.files.unprotect(fileAtPath: alices, toPath: sealed) }
+            try IdentityContext.withThreadIdentity(caller) { try f.files.unprotect(atPath: alices, toPath: sealed) }
         }
         #expect(error?.code == 108)
         #expect(!FileManager.default.fileExists(atPath: sealed))
@@ -43,7 +43,7 @@ struct StreamFileAccessTests {
     func sealingForAnotherOwnerIsATransfer() throws {
         let sealed = f.path("out.idps")
         let error = protectionError {
-            try IdentityContext.withThreadIdentity(alice) { try f.files.protect(fileAtPath: alices, toPath: sealed, identity: bob) }
+            try IdentityContext.withThreadIdentity(alice) { try f.files.protect(atPath: alices, toPath: sealed, owner: bob) }
         }
         #expect(error?.code == 108)
         #expect(!FileManager.default.fileExists(atPath: sealed))
@@ -54,16 +54,16 @@ struct StreamFileAccessTests {
         let unowned = f.path("unowned.bin")
         writeRaw(Array("attacker".utf8), to: unowned)
         let own = f.path("own.idps")
-        try IdentityContext.withThreadIdentity(caller) { try f.files.protect(fileAtPath: unowned, toPath: own) }
+        try IdentityContext.withThreadIdentity(caller) { try f.files.protect(atPath: unowned, toPath: own) }
         let files = f.files, alices = alices
         let attempts: [() throws -> Void] = [
-            { try files.protect(fileAtPath: unowned, toPath: alices) },
-            { try files.unprotect(fileAtPath: own, toPath: alices) },
-            { try files.unprotect(fileAtPath: unowned, toPath: alices) },
+            { try files.protect(atPath: unowned, toPath: alices) },
+            { try files.unprotect(atPath: own, toPath: alices) },
+            { try files.unprotect(atPath: unowned, toPath: alices) },
         ]
         for attempt in attempts {
             #expect(protectionError { try IdentityContext.withThreadIdentity(caller) { try attempt() } }?.code == 108)
-            #expect(try f.files.protectionInfo(path: alices)?.owner == alice)
+            #expect(try f.files.protectionInfo(atPath: alices)?.owner == alice)
             #expect(try IdentityContext.withThreadIdentity(alice) { try f.files.readFile(atPath: alices) } == Data("alice's secret".utf8))
         }
     }
@@ -72,16 +72,16 @@ struct StreamFileAccessTests {
     func ownerRoundTripAndWipe() throws {
         let sealed = f.path("alice.idps"), opened = f.path("alice.copy")
         try IdentityContext.withThreadIdentity(alice) {
-            try f.files.protect(fileAtPath: alices, toPath: sealed)
-            try f.files.unprotect(fileAtPath: sealed, toPath: opened)
+            try f.files.protect(atPath: alices, toPath: sealed)
+            try f.files.unprotect(atPath: sealed, toPath: opened)
         }
         #expect(Data(bytes(of: sealed)!).range(of: Data("alice's secret".utf8)) == nil)
         #expect(bytes(of: opened) == Array("alice's secret".utf8))
-        #expect(try f.files.protectionInfo(path: sealed)?.owner == alice)
-        #expect(try f.files.protectionInfo(path: opened)?.owner == alice)
+        #expect(try f.files.protectionInfo(atPath: sealed)?.owner == alice)
+        #expect(try f.files.protectionInfo(atPath: opened)?.owner == alice)
         // bob cannot open alice's envelope, nor a copy of it that he could place elsewhere.
         #expect(protectionError {
-            try IdentityContext.withThreadIdentity(bob) { try f.files.unprotect(fileAtPath: sealed, toPath: f.path("bob.copy")) }
+            try IdentityContext.withThreadIdentity(bob) { try f.files.unprotect(atPath: sealed, toPath: f.path("bob.copy")) }
         }?.code == 108)
         let removed = try IdentityContext.withThreadIdentity(alice) { try f.files.removeFiles(ownedBy: alice) }.sorted()
         #expect(removed == [alices, opened, sealed].sorted())
@@ -94,18 +94,18 @@ struct StreamFileAccessTests {
         let file = g.path("a.bin"), sealed = g.path("a.idps"), opened = g.path("a.out")
         let payload = Data((0..<200_000).map { UInt8(truncatingIfNeeded: $0 &* 31) })
         try IdentityContext.withThreadIdentity(alice) { try g.files.writeFile(atPath: file, contents: payload) }
-        #expect(try g.files.isFileEncrypted(path: file))
+        #expect(try g.files.isFileEncrypted(atPath: file))
         #expect(protectionError {
-            try IdentityContext.withThreadIdentity(bob) { try g.files.protect(fileAtPath: file, toPath: sealed, identity: bob) }
+            try IdentityContext.withThreadIdentity(bob) { try g.files.protect(atPath: file, toPath: sealed, owner: bob) }
         }?.code == 108)
         try IdentityContext.withThreadIdentity(alice) {
-            try g.files.protect(fileAtPath: file, toPath: sealed)
-            try g.files.unprotect(fileAtPath: sealed, toPath: opened)
+            try g.files.protect(atPath: file, toPath: sealed)
+            try g.files.unprotect(atPath: sealed, toPath: opened)
         }
         #expect(bytes(of: opened).map { Data($0) } == payload)
         // An encrypted file is not a stream envelope: unprotecting it is an error, never its bytes.
         #expect(protectionError {
-            try IdentityContext.withThreadIdentity(alice) { try g.files.unprotect(fileAtPath: file, toPath: g.path("raw")) }
+            try IdentityContext.withThreadIdentity(alice) { try g.files.unprotect(atPath: file, toPath: g.path("raw")) }
         }?.code == 100)
     }
 
@@ -118,7 +118,7 @@ struct StreamFileAccessTests {
         }?.code == 108)
         #expect(FileManager.default.fileExists(atPath: alices) && FileManager.default.fileExists(atPath: bobs))
         // The keys survive a refused wipe: alice still reads her envelopes.
-        let envelope = try f.data.protect(Data("kept".utf8), identity: alice)
+        let envelope = try f.data.protect(Data("kept".utf8), owner: alice)
         #expect(try IdentityContext.withThreadIdentity(alice) { try f.data.unprotect(envelope) } == Data("kept".utf8))
         #expect(try IdentityContext.withThreadIdentity(alice) { try f.files.removeFiles(ownedBy: alice) } == [alices])
     }

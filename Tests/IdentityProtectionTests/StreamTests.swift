@@ -29,7 +29,7 @@ struct StreamTests {
     func roundTrip(size: Int, owner: Identity) async throws {
         let f = try Fixture()
         let original = Self.payload(size, seed: UInt64(size))
-        let sealed = try await f.data.protect(Self.pieces(original, seed: 1, maximum: 40).async, identity: owner, chunkSize: 16).collect()
+        let sealed = try await f.data.protect(Self.pieces(original, seed: 1, maximum: 40).async, owner: owner, chunkSize: 16).collect()
         if owner == alice {
             let chunks = max(1, (size + 15) / 16)
             #expect(sealed.count == 8 + 4 + alice.name.utf8.count + 16 + 32 + 4 + size + 16 * chunks)
@@ -78,9 +78,9 @@ struct StreamTests {
     func splitsNeverMatter() async throws {
         let f = try Fixture(isolated: true)
         let plaintext = Self.payload(100, seed: 7)
-        let managed = try await f.data.protect([plaintext].async, identity: alice, chunkSize: 16).collect()
-        let clear = try await f.data.protect([plaintext].async, identity: carol, chunkSize: 16).collect()
-        let envelope = [UInt8](try f.data.protect(Data(plaintext), identity: alice))
+        let managed = try await f.data.protect([plaintext].async, owner: alice, chunkSize: 16).collect()
+        let clear = try await f.data.protect([plaintext].async, owner: carol, chunkSize: 16).collect()
+        let envelope = [UInt8](try f.data.protect(Data(plaintext), owner: alice))
         let inputs: [(String, [UInt8])] = [
             ("managed stream", managed), ("clear stream", clear), ("plaintext", plaintext), ("empty", []),
             ("a data envelope", envelope), ("cut inside the magic", Array(managed.prefix(5))),
@@ -120,7 +120,7 @@ struct StreamTests {
     func tampering() async throws {
         let f = try Fixture()
         let original = Self.payload(100, seed: 9)
-        let sealed = try await f.data.protect([original].async, identity: alice, chunkSize: 16).collect()
+        let sealed = try await f.data.protect([original].async, owner: alice, chunkSize: 16).collect()
         let headerLength = sealed.count - 100 - 16 * 7
         func expectFailure(_ damaged: [UInt8], sourceLocation: SourceLocation = #_sourceLocation) async {
             var yielded: [UInt8] = []
@@ -157,19 +157,19 @@ struct StreamTests {
         let opened = f.path("big.opened")
         let original = Self.payload(3 << 20 + 77, seed: 3)
         writeRaw(original, to: source)
-        try f.files.protect(fileAtPath: source, toPath: sealed, identity: bob)
+        try f.files.protect(atPath: source, toPath: sealed, owner: bob)
         #expect(Data(bytes(of: sealed)!).range(of: Data(original[1000..<1100])) == nil)
-        try IdentityContext.withThreadIdentity(bob) { try f.files.unprotect(fileAtPath: sealed, toPath: opened) }
+        try IdentityContext.withThreadIdentity(bob) { try f.files.unprotect(atPath: sealed, toPath: opened) }
         #expect(bytes(of: opened) == original)
         // A damaged stream leaves no destination behind.
         var damaged = bytes(of: sealed)!
         damaged[damaged.count - 5] ^= 1
         writeRaw(damaged, to: sealed)
         try FileManager.default.removeItem(atPath: opened)
-        #expect(protectionError { try f.files.unprotect(fileAtPath: sealed, toPath: opened) }?.code == 102)
+        #expect(protectionError { try f.files.unprotect(atPath: sealed, toPath: opened) }?.code == 102)
         #expect(!FileManager.default.fileExists(atPath: opened))
         #expect(try FileManager.default.contentsOfDirectory(atPath: f.root).sorted() == ["big.bin", "big.sealed"])
-        #expect(protectionError { try f.files.protect(fileAtPath: f.path("missing"), toPath: sealed) }?.code == 105)
-        #expect(protectionError { try f.files.protect(fileAtPath: source, toPath: sealed, chunkSize: 0) }?.code == 100)
+        #expect(protectionError { try f.files.protect(atPath: f.path("missing"), toPath: sealed) }?.code == 105)
+        #expect(protectionError { try f.files.protect(atPath: source, toPath: sealed, chunkSize: 0) }?.code == 100)
     }
 }

@@ -28,7 +28,7 @@ final class Fixture: Sendable {
         directory = String(decoding: buffer.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
         root = directory + "/root"
         try FileManager.default.createDirectory(atPath: root, withIntermediateDirectories: true)
-        keys = try FileKeyStore(directory: directory + "/keys")
+        keys = try FileKeyStore(atPath: directory + "/keys")
         policy = StaticManagedIdentityPolicy(managed: [alice, bob, mallory], fileEncryptionRequired: encryptionRequired, dataIsolation: isolated)
         data = DataProtectionManager(keyStore: keys, policy: policy)
         files = try FileProtectionManager(

@@ -28,7 +28,7 @@ struct WipeTests {
         }
         writeRaw([1], to: f.path("unowned.txt"))
         try FileManager.default.createSymbolicLink(atPath: f.path("link-to-outside"), withDestinationPath: outside)
-        let sealed = try f.data.protect(Data("memo".utf8), identity: alice)
+        let sealed = try f.data.protect(Data("memo".utf8), owner: alice)
         let removed = try f.files.removeFiles(ownedBy: alice)
         #expect(removed == [f.path("a1.txt"), f.path("deep/a4.txt"), f.path("deep/er/a2.txt")])
         for name in ["b1.txt", "deep/c1.txt", "unowned.txt", "deep/er", "link-to-outside"] {
@@ -59,7 +59,7 @@ struct WipeTests {
     func unmanaged() throws {
         let f = try Fixture()
         writeRaw([1], to: f.path("x"))
-        try f.files.protect(path: f.path("x"), identity: .unmanaged)
+        try f.files.protect(atPath: f.path("x"), owner: .unmanaged)
         #expect(protectionError { try f.files.removeFiles(ownedBy: .unmanaged) }?.code == 104)
         #expect(FileManager.default.fileExists(atPath: f.path("x")))
     }
@@ -77,7 +77,7 @@ struct InterruptedWriteTests {
         let others = [f.path("e.tmp"), f.path(".f.idp-x.txt"), f.path("g.txt")]
         let old = Date(timeIntervalSinceNow: -3600)
         for path in abandoned + [locked] + others { writeRaw([1, 2, 3], to: path) }
-        try f.files.protect(path: abandoned[0], identity: alice)
+        try f.files.protect(atPath: abandoned[0], owner: alice)
         #expect(try f.files.ownersUnderRoots() == [alice])
         for path in abandoned + [locked] + others {
             try FileManager.default.setAttributes([.modificationDate: old], ofItemAtPath: path)

@@ -21,7 +21,7 @@ func registerFileBenchmarks() {
     let files: FileProtectionManager
     let data: DataProtectionManager
     do {
-        keys = try FileKeyStore(directory: scratch + "/keys")
+        keys = try FileKeyStore(atPath: scratch + "/keys")
         let policy = StaticManagedIdentityPolicy(managed: [alice], fileEncryptionRequired: true)
         files = try FileProtectionManager(roots: [scratch + "/root"], keyStore: keys, policy: policy, stateDirectory: scratch + "/state")
         data = DataProtectionManager(keyStore: keys, policy: policy)
@@ -129,7 +129,7 @@ func registerFileBenchmarks() {
             }
         }
         var total = 0
-        for try await sealed in try data.protect(source, identity: alice) { total += sealed.count }
+        for try await sealed in try data.protect(source, owner: alice) { total += sealed.count }
         blackHole(total)
     }
 }

@@ -13,7 +13,7 @@ func registerProtectionBenchmarks() {
     let manager: DataProtectionManager
     do {
         manager = DataProtectionManager(
-            keyStore: try FileKeyStore(directory: keyDirectory),
+            keyStore: try FileKeyStore(atPath: keyDirectory),
             policy: StaticManagedIdentityPolicy(managed: [alice]))
     } catch {
         fatalError("cannot create the benchmark key store in \(keyDirectory): \(error)")
@@ -27,7 +27,7 @@ func registerProtectionBenchmarks() {
         let rawSealed = RawGCM.seal(plaintext, key: key)
         let protected: Data
         do {
-            protected = try manager.protect(plaintext, identity: alice)
+            protected = try manager.protect(plaintext, owner: alice)
         } catch {
             fatalError("protect failed: \(error)")
         }
@@ -36,7 +36,7 @@ func registerProtectionBenchmarks() {
             for _ in benchmark.scaledIterations { blackHole(RawGCM.seal(plaintext, key: key)) }
         }
         Benchmark("Protect\(label).DataProtectionManager", configuration: configuration) { benchmark in
-            for _ in benchmark.scaledIterations { blackHole(try manager.protect(plaintext, identity: alice)) }
+            for _ in benchmark.scaledIterations { blackHole(try manager.protect(plaintext, owner: alice)) }
         }
         Benchmark("Unprotect\(label).RawLibcrypto", configuration: configuration) { benchmark in
             for _ in benchmark.scaledIterations { blackHole(RawGCM.open(rawSealed, key: key)) }

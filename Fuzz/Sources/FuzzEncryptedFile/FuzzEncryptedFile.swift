@@ -11,8 +11,8 @@ private let files = FuzzFixture.files(chunkSize: 16)
 @_cdecl("LLVMFuzzerTestOneInput")
 public func fuzzEncryptedFile(_ start: UnsafePointer<UInt8>, _ count: Int) -> CInt {
     guard FileManager.default.createFile(atPath: path, contents: Data(bytes: start, count: count)) else { return 0 }
-    _ = try? files.isFileEncrypted(path: path)
-    _ = try? files.protectionInfo(path: path)
+    _ = try? files.isFileEncrypted(atPath: path)
+    _ = try? files.protectionInfo(atPath: path)
     let whole = try? files.readFile(atPath: path)
     if let file = try? files.openProtectedFile(atPath: path, options: [.read, .write]) {
         defer { try? file.close() }

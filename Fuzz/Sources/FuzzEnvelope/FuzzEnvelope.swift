@@ -1,5 +1,5 @@
 // libFuzzer target: the data-envelope reader (protectionInfo, unprotect) and the protected-stream reader
-// (FileProtectionManager.unprotect(fileAtPath:toPath:)). Every input must give a typed error or a consistent answer; a crash, a
+// (FileProtectionManager.unprotect(atPath:toPath:)). Every input must give a typed error or a consistent answer; a crash, a
 // trap or an inconsistency is a finding.
 import Foundation
 import FuzzSupport
@@ -16,13 +16,13 @@ public func fuzzEnvelope(_ start: UnsafePointer<UInt8>, _ count: Int) -> CInt {
     let info = try? manager.protectionInfo(input)
     if let opened = try? manager.unprotect(input) {
         if info == nil && opened != input { fatalError("unprotected data changed by unprotect") }
-        if let info, let again = try? manager.protect(opened, identity: info.owner), (try? manager.unprotect(again)) != opened {
+        if let info, let again = try? manager.protect(opened, owner: info.owner), (try? manager.unprotect(again)) != opened {
             fatalError("protect/unprotect round trip lost data")
         }
     }
     // The same bytes as a stream: pass-through for non-streams, typed errors for damaged ones.
     if FileManager.default.createFile(atPath: streamInput, contents: input) {
-        if (try? files.unprotect(fileAtPath: streamInput, toPath: streamOutput)) != nil,
+        if (try? files.unprotect(atPath: streamInput, toPath: streamOutput)) != nil,
            input.first != 0x89, FileManager.default.contents(atPath: streamOutput) != input {
             fatalError("a non-stream input was not passed through unchanged")
         }

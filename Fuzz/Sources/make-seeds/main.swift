@@ -25,13 +25,13 @@ let payload = Data((0..<40).map { UInt8(truncatingIfNeeded: $0 &* 7) })
 
 // Envelopes and streams.
 try save("FuzzEnvelope", "plain", Data("hello".utf8))
-try save("FuzzEnvelope", "envelope-empty", try data.protect(Data(), identity: alice))
-try save("FuzzEnvelope", "envelope-40", try data.protect(payload, identity: alice))
-try save("FuzzEnvelope", "envelope-unmanaged", try data.protect(payload, identity: carol))
+try save("FuzzEnvelope", "envelope-empty", try data.protect(Data(), owner: alice))
+try save("FuzzEnvelope", "envelope-40", try data.protect(payload, owner: alice))
+try save("FuzzEnvelope", "envelope-unmanaged", try data.protect(payload, owner: carol))
 try payload.write(to: URL(fileURLWithPath: scratch + "/payload"))
 for (name, owner, size) in [("stream-40", alice, 40), ("stream-empty", alice, 0), ("stream-clear", carol, 40)] {
     try payload.prefix(size).write(to: URL(fileURLWithPath: scratch + "/payload"))
-    try files.protect(fileAtPath: scratch + "/payload", toPath: scratch + "/sealed", identity: owner, chunkSize: 16)
+    try files.protect(atPath: scratch + "/payload", toPath: scratch + "/sealed", owner: owner, chunkSize: 16)
     try save("FuzzEnvelope", name, try Data(contentsOf: URL(fileURLWithPath: scratch + "/sealed")))
 }
 
@@ -39,7 +39,7 @@ for (name, owner, size) in [("stream-40", alice, 40), ("stream-empty", alice, 0)
 try save("FuzzEncryptedFile", "plain", Data("hello".utf8))
 for size in [0, 5, 40] {
     try payload.prefix(size).write(to: URL(fileURLWithPath: scratch + "/f"))
-    try files.encryptFile(path: scratch + "/f", for: alice)
+    try files.encryptFile(atPath: scratch + "/f", owner: alice)
     try save("FuzzEncryptedFile", "encrypted-\(size)", try Data(contentsOf: URL(fileURLWithPath: scratch + "/f")))
     try FileManager.default.removeItem(atPath: scratch + "/f")
 }

@@ -19,7 +19,8 @@ public struct AccountInfo: Sendable, Hashable {
         self.objectID = objectID
     }
 
-    /// The tenant the account belongs to: ``tenantID`` when given, else the domain of its name.
+    /// ``tenantID`` when given, else the domain of its name; `nil` for a name without a domain, where
+    /// ``PolicyManager/tenant(for:)`` answers the account's own tenant (`name@`).
     public var tenant: TenantID? {
         tenantID ?? TenantID.domain(of: identity)
     }

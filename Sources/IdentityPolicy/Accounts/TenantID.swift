@@ -5,7 +5,9 @@ import IdentityRuntime
 ///
 /// An account's tenant is the ID given when it was registered or enrolled, and otherwise the domain of its
 /// name (the part after the last `@`). Policy documents name tenants either way; a document naming the
-/// tenant's ID wins over one naming its domain.
+/// tenant's ID wins over one naming its domain. An account with neither (`svc-backup`, an object ID used as a
+/// name) is a tenant of its own: its name followed by `@` (`svc-backup@`), which no domain can equal, so it
+/// shares a tenant with no other account (see `PolicyManager.tenant(for:)`).
 ///
 /// Tenant IDs compare like identities: case-insensitively, with Unicode case folding, locale-independent.
 public struct TenantID: Sendable, Hashable, Comparable, CustomStringConvertible, ExpressibleByStringLiteral {
@@ -32,6 +34,12 @@ public struct TenantID: Sendable, Hashable, Comparable, CustomStringConvertible,
         guard let at = name.lastIndex(of: "@") else { return nil }
         let domain = name[name.index(after: at)...]
         return domain.isEmpty ? nil : TenantID(domain)
+    }
+
+    /// The tenant of `identity` when nothing was registered for it: the domain of its name, else a tenant of
+    /// its own, `"<name>@"` (a domain never contains `@`, so it is never a domain's tenant).
+    static func implied(by identity: Identity) -> TenantID {
+        domain(of: identity) ?? TenantID(identity.name + "@")
     }
 
     public static func < (lhs: TenantID, rhs: TenantID) -> Bool {

@@ -69,8 +69,9 @@ struct AccountIndex {
         objectIDs[Identity(objectID)]
     }
 
-    func tenant(of identity: Identity) -> TenantID? {
-        registry[identity]?.tenant ?? TenantID.domain(of: identity)
+    /// The registered tenant ID, else the domain of the name, else the account's own tenant.
+    func tenant(of identity: Identity) -> TenantID {
+        registry[identity]?.tenantID ?? TenantID.implied(by: identity)
     }
 
     /// The accounts the index knows (managed, claimed or registered) whose tenant is `tenant`.

@@ -11,7 +11,7 @@ extension PolicyManager {
     /// - the data is unmanaged: `source` is `nil`, `Identity.unmanaged` or an account not managed here;
     /// - `target` is `source`;
     /// - `source`'s policy lets it go there (``Policy/dataTransfer``): ``DataTransferLevel/sameTenant`` (the
-    ///   default) to managed accounts of the same tenant (``tenant(of:)``), ``DataTransferLevel/managedAccounts``
+    ///   default) to managed accounts of the same tenant (``tenant(for:)``), ``DataTransferLevel/managedAccounts``
     ///   to any managed account, ``DataTransferLevel/any`` to anyone; ``DataTransferLevel/none`` to no one.
     public func isDataTransferAllowed(from source: Identity?, to target: Identity?) -> Bool {
         state.withLock { $0.isDataTransferAllowed(from: source, to: target) }

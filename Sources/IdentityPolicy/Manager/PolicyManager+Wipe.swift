@@ -46,14 +46,14 @@ extension PolicyManager {
     }
 
     /// Wipes every account of `tenant` as ``wipeData(forAccount:)`` does, in one pass over the files: the
-    /// accounts the manager knows in that tenant (``tenant(of:)``) and every other owner of files under the
+    /// accounts the manager knows in that tenant (``tenant(for:)``) and every other owner of files under the
     /// roots whose tenant it is.
     @discardableResult
     public func wipeData(forTenant tenant: TenantID) async -> TenantWipeReport {
         let reports = await SelectiveWipe(manager: self).run { files in
             var accounts = Set(self.state.withLock { $0.accounts.known(inTenant: tenant) })
             let owners = (try? files?.ownersUnderRoots()) ?? []
-            accounts.formUnion(owners.filter { !$0.isUnmanaged && self.tenant(of: $0) == tenant })
+            accounts.formUnion(owners.filter { !$0.isUnmanaged && self.tenant(for: $0) == tenant })
             return accounts.sorted { $0.foldedName < $1.foldedName }
         }
         return TenantWipeReport(tenant: tenant, accounts: reports)

@@ -294,8 +294,19 @@ public final class PolicyManager: Sendable {
         state.withLock { $0.accounts.account(forObjectID: objectID) }
     }
 
-    /// The tenant of `account`: its registered tenant ID, else the domain of its name.
-    public func tenant(of account: Identity) -> TenantID? {
+    /// The tenant of `account`: its registered tenant ID, else the domain of its name, else, for a name
+    /// without a domain (`svc-backup`), a tenant of its own: the name followed by `@` (`svc-backup@`). No
+    /// domain contains `@`, so such an account shares its tenant with no other (for
+    /// ``isDataTransferAllowed(from:to:)``, ``wipeData(forTenant:)``) unless it is registered with a tenant ID.
+    ///
+    /// ```swift
+    /// manager.tenant(for: "alice@contoso.com")   // contoso.com
+    /// manager.registerAccount("bob@contoso.com", tenantID: "72f988bf-86f1-41af-91ab-2d7cd011db47")
+    /// manager.tenant(for: "bob@contoso.com")     // 72f988bf-86f1-41af-91ab-2d7cd011db47
+    /// manager.tenant(for: "svc-backup")          // svc-backup@
+    /// ```
+    /// `Identity.unmanaged` is no account; by the same rule its tenant is `@`.
+    public func tenant(for account: Identity) -> TenantID {
         state.withLock { $0.accounts.tenant(of: account) }
     }
 

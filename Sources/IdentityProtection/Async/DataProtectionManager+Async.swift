@@ -7,7 +7,7 @@ extension DataProtectionManager {
     /// the thread.
     ///
     /// ```swift
-    /// let sealed = try await manager.async.protect(payload, identity: "alice@contoso.com")
+    /// let sealed = try await manager.async.protect(payload, owner: "alice@contoso.com")
     /// let plain = try await IdentityContext.withThreadIdentity("alice@contoso.com") {
     ///     try await manager.async.unprotect(sealed)
     /// }
@@ -26,12 +26,12 @@ extension DataProtectionManager {
         /// The manager whose operations these are.
         public let manager: DataProtectionManager
 
-        /// ``DataProtectionManager/protect(_:identity:)-(Data,_)``, awaiting the key store.
+        /// ``DataProtectionManager/protect(_:owner:)-(Data,_)``, awaiting the key store.
         @inlinable
         public func protect(
-            _ data: Data, identity: Identity? = nil, isolation: isolated (any Actor)? = #isolation
+            _ data: Data, owner: Identity? = nil, isolation: isolated (any Actor)? = #isolation
         ) async throws(ProtectionError) -> Data {
-            try await StoreBridge.withoutBlocking { () throws(ProtectionError) in try manager.protect(data, identity: identity) }
+            try await StoreBridge.withoutBlocking { () throws(ProtectionError) in try manager.protect(data, owner: owner) }
         }
 
         /// ``DataProtectionManager/unprotect(_:)-(Data)``, awaiting the key store.
@@ -40,12 +40,12 @@ extension DataProtectionManager {
             try await StoreBridge.withoutBlocking { () throws(ProtectionError) in try manager.unprotect(data) }
         }
 
-        /// ``DataProtectionManager/protect(_:identity:)-(String,_)``, awaiting the key store.
+        /// ``DataProtectionManager/protect(_:owner:)-(String,_)``, awaiting the key store.
         @inlinable
         public func protect(
-            _ string: String, identity: Identity? = nil, isolation: isolated (any Actor)? = #isolation
+            _ string: String, owner: Identity? = nil, isolation: isolated (any Actor)? = #isolation
         ) async throws(ProtectionError) -> String {
-            try await StoreBridge.withoutBlocking { () throws(ProtectionError) in try manager.protect(string, identity: identity) }
+            try await StoreBridge.withoutBlocking { () throws(ProtectionError) in try manager.protect(string, owner: owner) }
         }
 
         /// ``DataProtectionManager/unprotect(_:)-(String)``, awaiting the key store.
@@ -54,15 +54,15 @@ extension DataProtectionManager {
             try await StoreBridge.withoutBlocking { () throws(ProtectionError) in try manager.unprotect(string) }
         }
 
-        /// ``DataProtectionManager/protect(_:identity:chunkSize:)``: the owner is checked and its key awaited at
+        /// ``DataProtectionManager/protect(_:owner:chunkSize:)``: the owner is checked and its key awaited at
         /// the call; the pieces are then produced as `source` is consumed.
         @inlinable
         public func protect<Source: AsyncSequence>(
-            _ source: Source, identity: Identity? = nil, chunkSize: Int = 64 * 1024,
+            _ source: Source, owner: Identity? = nil, chunkSize: Int = 64 * 1024,
             isolation: isolated (any Actor)? = #isolation
         ) async throws(ProtectionError) -> ProtectedByteStream<Source> where Source.Element: Sequence<UInt8> {
             try await StoreBridge.withoutBlocking { () throws(ProtectionError) in
-                try manager.protect(source, identity: identity, chunkSize: chunkSize)
+                try manager.protect(source, owner: owner, chunkSize: chunkSize)
             }
         }
     }

@@ -29,28 +29,28 @@ extension FileProtectionManager {
         /// bound each of its calls too).
         public static let keyDestructionTimeout: Duration = .seconds(60)
 
-        /// ``FileProtectionManager/protect(path:identity:)``, awaiting the key store.
+        /// ``FileProtectionManager/protect(atPath:owner:)``, awaiting the key store.
         @inlinable
-        public func protect(path: String, identity: Identity? = nil, isolation: isolated (any Actor)? = #isolation) async throws(ProtectionError) {
-            try await StoreBridge.withoutBlocking { () throws(ProtectionError) in try manager.protect(path: path, identity: identity) }
+        public func protect(atPath path: String, owner: Identity? = nil, isolation: isolated (any Actor)? = #isolation) async throws(ProtectionError) {
+            try await StoreBridge.withoutBlocking { () throws(ProtectionError) in try manager.protect(atPath: path, owner: owner) }
         }
 
-        /// ``FileProtectionManager/encryptFile(path:for:)``, awaiting the key store.
+        /// ``FileProtectionManager/encryptFile(atPath:owner:)``, awaiting the key store.
         @inlinable
-        public func encryptFile(path: String, for identity: Identity? = nil, isolation: isolated (any Actor)? = #isolation) async throws(ProtectionError) {
-            try await StoreBridge.withoutBlocking { () throws(ProtectionError) in try manager.encryptFile(path: path, for: identity) }
+        public func encryptFile(atPath path: String, owner: Identity? = nil, isolation: isolated (any Actor)? = #isolation) async throws(ProtectionError) {
+            try await StoreBridge.withoutBlocking { () throws(ProtectionError) in try manager.encryptFile(atPath: path, owner: owner) }
         }
 
-        /// ``FileProtectionManager/decryptFile(path:)``, awaiting the key store.
+        /// ``FileProtectionManager/decryptFile(atPath:)``, awaiting the key store.
         @inlinable
-        public func decryptFile(path: String, isolation: isolated (any Actor)? = #isolation) async throws(ProtectionError) {
-            try await StoreBridge.withoutBlocking { () throws(ProtectionError) in try manager.decryptFile(path: path) }
+        public func decryptFile(atPath path: String, isolation: isolated (any Actor)? = #isolation) async throws(ProtectionError) {
+            try await StoreBridge.withoutBlocking { () throws(ProtectionError) in try manager.decryptFile(atPath: path) }
         }
 
-        /// ``FileProtectionManager/decryptFile(path:toCopyPath:)``, awaiting the key store.
+        /// ``FileProtectionManager/decryptFile(atPath:toPath:)``, awaiting the key store.
         @inlinable
-        public func decryptFile(path: String, toCopyPath copyPath: String, isolation: isolated (any Actor)? = #isolation) async throws(ProtectionError) {
-            try await StoreBridge.withoutBlocking { () throws(ProtectionError) in try manager.decryptFile(path: path, toCopyPath: copyPath) }
+        public func decryptFile(atPath path: String, toPath copyPath: String, isolation: isolated (any Actor)? = #isolation) async throws(ProtectionError) {
+            try await StoreBridge.withoutBlocking { () throws(ProtectionError) in try manager.decryptFile(atPath: path, toPath: copyPath) }
         }
 
         /// ``FileProtectionManager/writeFile(atPath:contents:)``, awaiting the key store.
@@ -77,22 +77,22 @@ extension FileProtectionManager {
             }
         }
 
-        /// ``FileProtectionManager/protect(fileAtPath:toPath:identity:chunkSize:)``, awaiting the key store.
+        /// ``FileProtectionManager/protect(atPath:toPath:owner:chunkSize:)``, awaiting the key store.
         @inlinable
         public func protect(
-            fileAtPath sourcePath: String, toPath destinationPath: String, identity: Identity? = nil,
+            atPath sourcePath: String, toPath destinationPath: String, owner: Identity? = nil,
             chunkSize: Int? = nil, isolation: isolated (any Actor)? = #isolation
         ) async throws(ProtectionError) {
             try await StoreBridge.withoutBlocking { () throws(ProtectionError) in
-                try manager.protect(fileAtPath: sourcePath, toPath: destinationPath, identity: identity, chunkSize: chunkSize)
+                try manager.protect(atPath: sourcePath, toPath: destinationPath, owner: owner, chunkSize: chunkSize)
             }
         }
 
-        /// ``FileProtectionManager/unprotect(fileAtPath:toPath:)``, awaiting the key store.
+        /// ``FileProtectionManager/unprotect(atPath:toPath:)``, awaiting the key store.
         @inlinable
-        public func unprotect(fileAtPath sourcePath: String, toPath destinationPath: String, isolation: isolated (any Actor)? = #isolation) async throws(ProtectionError) {
+        public func unprotect(atPath sourcePath: String, toPath destinationPath: String, isolation: isolated (any Actor)? = #isolation) async throws(ProtectionError) {
             try await StoreBridge.withoutBlocking { () throws(ProtectionError) in
-                try manager.unprotect(fileAtPath: sourcePath, toPath: destinationPath)
+                try manager.unprotect(atPath: sourcePath, toPath: destinationPath)
             }
         }
 

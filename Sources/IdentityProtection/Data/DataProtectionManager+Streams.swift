@@ -6,7 +6,7 @@ extension DataProtectionManager {
     /// protected-stream envelope (<doc:DataAndFileProtection#Stream-format,-version-1>) piece by piece as `source` is consumed.
     ///
     /// ```swift
-    /// let sealed = try manager.protect(upload.bytesInChunks, identity: "alice@contoso.com")
+    /// let sealed = try manager.protect(upload.bytesInChunks, owner: "alice@contoso.com")
     /// for try await piece in sealed { try output.write(piece) }
     /// ```
     /// Memory stays bounded whatever the size: the sequence holds at most one chunk (`chunkSize` bytes) plus
@@ -15,15 +15,15 @@ extension DataProtectionManager {
     ///
     /// - Parameters:
     ///   - source: the plaintext, in pieces of any size.
-    ///   - identity: the owner; `nil` means the caller's `IdentityContext.effectiveFileIdentity` at this call,
+    ///   - owner: the owner; `nil` means the caller's `IdentityContext.effectiveFileIdentity` at this call,
     ///     and if that is `nil` too, `Identity.unmanaged`.
     ///   - chunkSize: plaintext bytes per record, 1 byte ... 16 MiB.
     /// - Throws: at the call, the policy's refusal to create data for the owner, ``ProtectionError/invalidIdentity(reason:)`` (104) an owner too long, ``ProtectionError/invalidEnvelope(reason:)`` (100) a
     ///   chunk size out of range, ``ProtectionError/keyNotFound(identity:keyID:)`` (103) or ``ProtectionError/cryptoBackendFailure(_:)`` (107) key or crypto failures. While iterating: what `source` throws, ``ProtectionError/cryptoBackendFailure(_:)`` (107).
     public func protect<Source: AsyncSequence>(
-        _ source: Source, identity: Identity? = nil, chunkSize: Int = 64 * 1024
+        _ source: Source, owner: Identity? = nil, chunkSize: Int = 64 * 1024
     ) throws(ProtectionError) -> ProtectedByteStream<Source> where Source.Element: Sequence<UInt8> {
-        ProtectedByteStream(base: source, transform: .seal(try makeSealer(owner: identity, chunkSize: chunkSize)))
+        ProtectedByteStream(base: source, transform: .seal(try makeSealer(owner: owner, chunkSize: chunkSize)))
     }
 
     /// The plaintext of a protected stream that arrives in pieces, authenticated record by record: no byte of
@@ -34,7 +34,7 @@ extension DataProtectionManager {
     /// Memory stays bounded: at most one record plus the piece `source` just yielded.
     /// > Warning: Bytes of earlier records have been yielded by the time a later record fails; a consumer
     /// > that must not act on a partial payload writes to a temporary place until the sequence ends without
-    /// > an error (``FileProtectionManager/unprotect(fileAtPath:toPath:)`` does that).
+    /// > an error (``FileProtectionManager/unprotect(atPath:toPath:)`` does that).
     /// - Throws while iterating: what `source` throws; the policy's refusal; ``ProtectionError/invalidEnvelope(reason:)`` (100) malformed, truncated or
     ///   trailing bytes; ``ProtectionError/unsupportedVersion(_:)`` (101) version; ``ProtectionError/authenticationFailed`` (102) tampered, reordered or dropped record; ``ProtectionError/keyNotFound(identity:keyID:)`` (103) key missing; ``ProtectionError/invalidIdentity(reason:)`` (104) owner
     ///   field.
@@ -56,7 +56,7 @@ extension DataProtectionManager {
     }
 }
 
-/// The result of streamed ``DataProtectionManager/protect(_:identity:chunkSize:)`` and
+/// The result of streamed ``DataProtectionManager/protect(_:owner:chunkSize:)`` and
 /// ``DataProtectionManager/unprotect(_:)-(Source)``: an `AsyncSequence` of byte pieces, produced as the base
 /// sequence is consumed (nothing runs before iteration starts). Each iterator works on its own copy of the
 /// state: iterate once.

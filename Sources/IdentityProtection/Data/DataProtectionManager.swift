@@ -5,11 +5,11 @@ import IdentityRuntime
 /// encrypted (AES-256-GCM, header as associated data) when the owner is managed.
 ///
 /// ```swift
-/// let keys = try FileKeyStore(directory: "/var/lib/app/keys")
+/// let keys = try FileKeyStore(atPath: "/var/lib/app/keys")
 /// let policy = StaticManagedIdentityPolicy(managed: ["alice@contoso.com"])
 /// let manager = DataProtectionManager(keyStore: keys, policy: policy)
 ///
-/// let sealed = try manager.protect(Data("salary.xlsx".utf8), identity: "alice@contoso.com")
+/// let sealed = try manager.protect(Data("salary.xlsx".utf8), owner: "alice@contoso.com")
 /// try manager.protectionInfo(sealed)?.owner   // alice@contoso.com
 /// try IdentityContext.withThreadIdentity("alice@contoso.com") {
 ///     try manager.unprotect(sealed)           // the original bytes, for alice
@@ -47,16 +47,16 @@ public final class DataProtectionManager: Sendable {
 
     // MARK: Data
 
-    /// Wraps `data` in an envelope owned by `identity`.
+    /// Wraps `data` in an envelope owned by `owner`.
     ///
     /// - Parameters:
     ///   - data: the plaintext.
-    ///   - identity: the owner; `nil` means the calling thread's or task's
+    ///   - owner: the owner; `nil` means the calling thread's or task's
     ///     `IdentityContext.effectiveFileIdentity`, and if that is `nil` too, `Identity.unmanaged`.
     /// - Returns: an envelope with the body encrypted when the owner is managed, in the clear otherwise.
     /// - Throws: ``ProtectionError/invalidIdentity(reason:)`` (104) for an owner longer than 1,024 bytes of UTF-8, ``ProtectionError/keyNotFound(identity:keyID:)`` (103), ``ProtectionError/ioFailure(path:operation:errno:)`` (106) or ``ProtectionError/cryptoBackendFailure(_:)`` (107) from the key store or crypto.
-    public func protect(_ data: Data, identity: Identity? = nil) throws(ProtectionError) -> Data {
-        let owner = identity ?? IdentityContext.effectiveFileIdentity ?? .unmanaged
+    public func protect(_ data: Data, owner: Identity? = nil) throws(ProtectionError) -> Data {
+        let owner = owner ?? IdentityContext.effectiveFileIdentity ?? .unmanaged
         return try withRawBytes(of: data) { (raw: UnsafeRawBufferPointer) throws(ProtectionError) -> Data in
             try seal(raw, owner: owner)
         }
@@ -83,11 +83,11 @@ public final class DataProtectionManager: Sendable {
     // MARK: Strings
 
     /// Protects the UTF-8 of `string` and returns the envelope in base64.
-    public func protect(_ string: String, identity: Identity? = nil) throws(ProtectionError) -> String {
-        try protect(Data(string.utf8), identity: identity).base64EncodedString()
+    public func protect(_ string: String, owner: Identity? = nil) throws(ProtectionError) -> String {
+        try protect(Data(string.utf8), owner: owner).base64EncodedString()
     }
 
-    /// The inverse of the string `protect(_:identity:)`: decodes base64, unprotects, decodes UTF-8.
+    /// The inverse of the string `protect(_:owner:)`: decodes base64, unprotects, decodes UTF-8.
     ///
     /// A string that is not base64 of an envelope is returned unchanged (it is unprotected data).
     /// - Throws: as ``unprotect(_:)``, and ``ProtectionError/invalidEnvelope(reason:)`` (100) when the content is not UTF-8.

@@ -1,6 +1,6 @@
 import IdentityRuntime
 
-/// The encrypted-file format, version 2, shared by ``FileProtectionManager/encryptFile(path:for:)``,
+/// The encrypted-file format, version 2, shared by ``FileProtectionManager/encryptFile(atPath:owner:)``,
 /// ``FileProtectionManager/writeFile(atPath:contents:)`` and ``ProtectedFile`` (byte layout in
 /// <doc:DataAndFileProtection>):
 ///
@@ -23,7 +23,7 @@ import IdentityRuntime
 /// chunk i as `ciphertext[chunkSize] tag[16]` back to back (the last one shorter), sealed with the file key of
 /// info "IdentityProtection file v1", nonce `00 00 00 00 ‖ UInt64be(i)` and associated data
 /// `header ‖ UInt64be(i) ‖ final (01 or 00)`. Reads go through ``EncryptedChunkStore`` like version 2; the
-/// first write re-encrypts the file into version 2 (``FileProtectionManager/encryptFile(path:for:)``).
+/// first write re-encrypts the file into version 2 (``FileProtectionManager/encryptFile(atPath:owner:)``).
 enum EncryptedFileFormat {
     /// The version written.
     static let version: UInt8 = 2

@@ -26,16 +26,16 @@ extension FileProtectionManager {
     /// Existing files inside are not changed; a directory owner does not encrypt anything by itself.
     /// - Parameters:
     ///   - path: the directory.
-    ///   - identity: the owner; `nil` means the caller's `IdentityContext.effectiveFileIdentity`, and if
+    ///   - owner: the owner; `nil` means the caller's `IdentityContext.effectiveFileIdentity`, and if
     ///     that is `nil` too, the directory's owner is removed.
     ///
     /// Access: a directory that already has an owner is that owner's: changing or removing its owner modifies
     /// it (the caller must be allowed to modify the owner's data) and, for another owner, transfers it (the
     /// owner's data must be allowed to go there), as for a file.
-    /// - Throws: ``ProtectionError/fileNotFound(path:)`` (105) no directory at `path`; the policy's refusal when `identity` may not get new data, or when
+    /// - Throws: ``ProtectionError/fileNotFound(path:)`` (105) no directory at `path`; the policy's refusal when `owner` may not get new data, or when
     ///   the caller may not re-own the directory's current owner's directory; ``ProtectionError/ioFailure(path:operation:errno:)`` (106) the OS refused.
-    public func protect(directory path: String, identity: Identity? = nil) throws(ProtectionError) {
-        let owner = identity ?? IdentityContext.effectiveFileIdentity
+    public func protectDirectory(atPath path: String, owner: Identity? = nil) throws(ProtectionError) {
+        let owner = owner ?? IdentityContext.effectiveFileIdentity
         try policy.authorize(.create, to: owner)
         let path = try target(path)
         guard let info = try POSIX.statPath(path), POSIX.isDirectory(info) else { throw .fileNotFound(path: path) }
@@ -45,15 +45,15 @@ extension FileProtectionManager {
         try owners.setOwner(owner, fd: fd, path: path)
     }
 
-    /// The owner given to the directory at `path` with ``protect(directory:identity:)``, or `nil`.
+    /// The owner given to the directory at `path` with ``protectDirectory(atPath:owner:)``, or `nil`.
     /// - Throws: ``ProtectionError/fileNotFound(path:)`` (105) no directory at `path`; ``ProtectionError/invalidIdentity(reason:)`` (104) an unreadable recorded owner; ``ProtectionError/ioFailure(path:operation:errno:)`` (106) the OS refused.
-    public func owner(ofDirectory path: String) throws(ProtectionError) -> Identity? {
+    public func ownerOfDirectory(atPath path: String) throws(ProtectionError) -> Identity? {
         let path = try target(path)
         guard let info = try POSIX.statPath(path), POSIX.isDirectory(info) else { throw .fileNotFound(path: path) }
         return try owners.owner(path: path, info: info)
     }
 
-    /// The owner a file created at `path` now gets (see ``protect(directory:identity:)`` for the precedence).
+    /// The owner a file created at `path` now gets (see ``protectDirectory(atPath:owner:)`` for the precedence).
     func ownerForNewFile(at path: String, explicit: Identity?) throws(ProtectionError) -> Identity? {
         if let explicit { return explicit }
         if let identity = IdentityContext.currentThreadIdentity { return identity }
@@ -61,7 +61,7 @@ extension FileProtectionManager {
         return IdentityContext.effectiveFileIdentity
     }
 
-    /// The owner of the nearest enclosing directory that has one (see ``protect(directory:identity:)``).
+    /// The owner of the nearest enclosing directory that has one (see ``protectDirectory(atPath:owner:)``).
     func inheritedOwner(forFileAt path: String) throws(ProtectionError) -> Identity? {
         // `path` is resolved (``target(_:)``): compare it with the roots' real paths.
         let root = roots.map { POSIX.realPath($0) ?? $0 }.filter { Paths.isWithin(path, root: $0) }.max { $0.count < $1.count }

@@ -11,14 +11,14 @@ import Darwin
 extension FileProtectionManager {
     /// Creates or replaces the file at `path` with `contents`, atomically, owned by the caller's
     /// `IdentityContext.effectiveFileIdentity`, with the enclosing directory's owner ranking between its thread
-    /// and process levels (``protect(directory:identity:)``); no owner when none of them exists.
+    /// and process levels (``protectDirectory(atPath:owner:)``); no owner when none of them exists.
     ///
     /// When the policy manages that identity and requires file encryption, the file is written encrypted.
     /// An existing file keeps its permission bits; a new one gets `0600` when encrypted, `0644` otherwise.
     /// - Throws: ``ProtectionError/fileNotFound(path:)`` (105) `path` names a directory or other non-regular file; ``ProtectionError/ioFailure(path:operation:errno:)`` (106) the OS refused (a missing parent
     ///   directory, a path under a regular file, a read-only file system); ``ProtectionError/keyNotFound(identity:keyID:)`` (103) or ``ProtectionError/cryptoBackendFailure(_:)`` (107) key or crypto failures;
     ///   ``ProtectionError/accessDenied(identity:reader:)`` (108) the file belongs to another account that may not be handed to the caller (replacing it is a
-    ///   transfer, see ``protect(path:identity:)``); ``ProtectionError/accountBlocked(identity:reason:)`` (109) an owner is blocked.
+    ///   transfer, see ``protect(atPath:owner:)``); ``ProtectionError/accountBlocked(identity:reason:)`` (109) an owner is blocked.
     public func writeFile(atPath path: String, contents: Data) throws(ProtectionError) {
         let path = try target(path)
         let owner = try ownerForNewFile(at: path, explicit: nil)
@@ -76,7 +76,7 @@ extension FileProtectionManager {
     /// Opens the file at `path` with `options` as a plain `FileHandle`, for files that are stored in the clear.
     /// When the call creates the file, or truncates it, the file's owner becomes the caller's
     /// `IdentityContext.effectiveFileIdentity`, with the enclosing directory's owner ranking between its thread
-    /// and process levels (``protect(directory:identity:)``); no owner when none of them exists.
+    /// and process levels (``protectDirectory(atPath:owner:)``); no owner when none of them exists.
     ///
     /// ```swift
     /// let handle = try files.openFile(atPath: path, options: [.write, .create, .truncate])

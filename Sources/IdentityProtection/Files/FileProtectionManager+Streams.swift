@@ -13,21 +13,21 @@ extension FileProtectionManager {
     /// `rename`), 1 MiB at a time; `sourcePath` is left as it is.
     ///
     /// ```swift
-    /// try files.protect(fileAtPath: "/in/video.mp4", toPath: "/out/video.idps", identity: "alice@contoso.com")
+    /// try files.protect(atPath: "/in/video.mp4", toPath: "/out/video.idps", owner: "alice@contoso.com")
     /// ```
-    /// The envelope is owned by `identity`, and so is the file at `destinationPath` (a wipe of that owner
+    /// The envelope is owned by `owner`, and so is the file at `destinationPath` (a wipe of that owner
     /// removes it). A source that is encrypted at rest is decrypted (authenticated) while it is read.
     ///
     /// Access, from the recorded owners of both files and the caller's `IdentityContext.effectiveFileIdentity`:
     /// - reading the source is a read of its owner's data; when the envelope gets another owner, that data is
     ///   transferred to it (``ProtectedDataAccess/transfer(to:)``);
-    /// - the envelope is data created for `identity`;
+    /// - the envelope is data created for `owner`;
     /// - a file already at `destinationPath` is replaced: a modification of its owner's data and, for another
     ///   owner, a transfer of it (as ``writeFile(atPath:contents:)`` over it).
     /// - Parameters:
     ///   - sourcePath: the regular file to read.
     ///   - destinationPath: where the envelope is written.
-    ///   - identity: the envelope's owner; `nil` means the caller's effective file identity, and if that is
+    ///   - owner: the envelope's owner; `nil` means the caller's effective file identity, and if that is
     ///     `nil` too, `Identity.unmanaged`.
     ///   - chunkSize: plaintext bytes per record, 1 byte ... 16 MiB; `nil` means ``chunkSize``.
     /// - Throws: ``ProtectionError/fileNotFound(path:)`` (105) no regular file at `sourcePath`, or something other than a regular file at
@@ -35,12 +35,12 @@ extension FileProtectionManager {
     ///   policy is not loaded; ``ProtectionError/invalidEnvelope(reason:)`` (100) a chunk size out of range; 100...104 a damaged encrypted source; ``ProtectionError/keyNotFound(identity:keyID:)`` (103) or ``ProtectionError/cryptoBackendFailure(_:)`` (107) key
     ///   or crypto failures; ``ProtectionError/ioFailure(path:operation:errno:)`` (106) the OS refused. On any error the destination is untouched.
     public func protect(
-        fileAtPath sourcePath: String, toPath destinationPath: String, identity: Identity? = nil,
+        atPath sourcePath: String, toPath destinationPath: String, owner: Identity? = nil,
         chunkSize: Int? = nil
     ) throws(ProtectionError) {
         let source = try target(sourcePath)
         let destination = try target(destinationPath)
-        let owner = identity ?? IdentityContext.effectiveFileIdentity ?? .unmanaged
+        let owner = owner ?? IdentityContext.effectiveFileIdentity ?? .unmanaged
         let info = try regularFileInfo(source)
         let fd = try POSIX.openFile(source, O_RDONLY)
         defer { POSIX.closeFile(fd) }
@@ -78,7 +78,7 @@ extension FileProtectionManager {
     ///
     /// ```swift
     /// try IdentityContext.withThreadIdentity("alice@contoso.com") {
-    ///     try files.unprotect(fileAtPath: "/out/video.idps", toPath: "/in/copy.mp4")
+    ///     try files.unprotect(atPath: "/out/video.idps", toPath: "/in/copy.mp4")
     /// }
     /// ```
     /// The copy is owned by the source file's recorded owner (for a source with none, the owner its envelope
@@ -95,7 +95,7 @@ extension FileProtectionManager {
     ///   policy is not loaded; ``ProtectionError/invalidEnvelope(reason:)`` (100) malformed, truncated or trailing bytes, or a file in another of the
     ///   runtime's formats; ``ProtectionError/unsupportedVersion(_:)`` (101) version; ``ProtectionError/authenticationFailed`` (102) tampered, reordered or dropped record; ``ProtectionError/keyNotFound(identity:keyID:)`` (103) key missing; ``ProtectionError/invalidIdentity(reason:)`` (104) owner
     ///   field; ``ProtectionError/ioFailure(path:operation:errno:)`` (106) the OS refused. The destination is untouched on any error.
-    public func unprotect(fileAtPath sourcePath: String, toPath destinationPath: String) throws(ProtectionError) {
+    public func unprotect(atPath sourcePath: String, toPath destinationPath: String) throws(ProtectionError) {
         let source = try target(sourcePath)
         let destination = try target(destinationPath)
         let info = try regularFileInfo(source)

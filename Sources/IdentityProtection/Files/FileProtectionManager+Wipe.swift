@@ -15,7 +15,7 @@ extension FileProtectionManager {
     ///
     /// Files owned by anyone else, unowned files, directories and symbolic links are not deleted; symbolic
     /// links are not followed, neither to files nor to directories, so nothing outside the roots is deleted.
-    /// Directories owned by `identity` (``protect(directory:identity:)``) lose their owner, so nothing created
+    /// Directories owned by `identity` (``protectDirectory(atPath:owner:)``) lose their owner, so nothing created
     /// in them later is owned by the wiped account. An owner is the recorded owner, or for an encrypted file
     /// without one, the owner in its header. Deletion goes on past a failure; the keys are destroyed in any
     /// case.

@@ -17,7 +17,7 @@ import Darwin
 /// try IdentityContext.withThreadIdentity("alice@contoso.com") {
 ///     try files.writeFile(atPath: "/var/lib/app/documents/q3.txt", contents: report)  // owner: alice,
 /// }                                                                                  // encrypted at rest
-/// try files.protectionInfo(path: "/var/lib/app/documents/q3.txt")?.owner   // alice@contoso.com
+/// try files.protectionInfo(atPath: "/var/lib/app/documents/q3.txt")?.owner   // alice@contoso.com
 /// try files.readFile(atPath: "/var/lib/app/documents/q3.txt")              // the plaintext
 /// try files.removeFiles(ownedBy: "alice@contoso.com")                      // the selective wipe
 /// ```
@@ -25,14 +25,14 @@ import Darwin
 /// ## Owners
 /// A file created, or opened with truncation, through ``writeFile(atPath:contents:)`` or
 /// ``openFile(atPath:options:permissions:)`` is owned by the calling thread's or task's
-/// `IdentityContext.effectiveFileIdentity` (`nil`: the file gets no owner). ``protect(path:identity:)`` sets an
+/// `IdentityContext.effectiveFileIdentity` (`nil`: the file gets no owner). ``protect(atPath:owner:)`` sets an
 /// owner explicitly. Owners live in the `user.identityruntime.owner` extended attribute, or in the index on
 /// file systems without user extended attributes (see ``OwnerStorage``); both survive renames within a file
 /// system. An encrypted file also names its owner in its authenticated header, which takes precedence.
 ///
 /// ## Encryption at rest
 /// When the policy manages the owner and requires file encryption, ``writeFile(atPath:contents:)`` and
-/// ``protect(path:identity:)`` store the file encrypted. ``encryptFile(path:for:)`` and ``decryptFile(path:)``
+/// ``protect(atPath:owner:)`` store the file encrypted. ``encryptFile(atPath:owner:)`` and ``decryptFile(atPath:)``
 /// convert in place, atomically: a temporary file in the same directory, `fsync`, `rename`, `fsync` of the
 /// directory. A crash leaves the old file or the new one; a failure leaves the original untouched. Large files
 /// are streamed in authenticated chunks (``chunkSize``).
@@ -41,6 +41,12 @@ import Darwin
 /// ``openProtectedFile(atPath:options:owner:permissions:)`` returns a ``ProtectedFile``: reads and writes at any
 /// offset, encrypted in authenticated chunks when required. ``openFile(atPath:options:permissions:)`` hands out
 /// a plain `FileHandle` only for files stored in the clear, and refuses files that must be encrypted (``ProtectionError/encryptionRequired(path:)`` (110)).
+///
+/// ## Paths and URLs
+/// Every operation on a file takes its path as `atPath:` (a second path as `toPath:`) and, in an overload, a
+/// file `URL` as `at:` (`to:`), as `FileManager` does: ``readFile(atPath:)`` and ``readFile(at:)``. A URL
+/// that is not a file URL names no file: ``ProtectionError/fileNotFound(path:)`` (105), with its
+/// `absoluteString`, before anything is read or written. The owner of new data is always `owner:`.
 ///
 /// Thread-safe: call it from any number of threads and tasks at once. Two writers of the *same* path race
 /// as they would with `rename(2)`: the last rename wins, and neither file is torn.
@@ -64,7 +70,7 @@ public final class FileProtectionManager: Sendable {
     /// A manager for files under `roots`.
     ///
     /// - Parameters:
-    ///   - roots: the directories ``removeFiles(ownedBy:)`` searches. More can be added with ``addRoot(_:)``.
+    ///   - roots: the directories ``removeFiles(ownedBy:)`` searches. More can be added with ``addRoot(_:)-(String)``.
     ///   - keyStore: where the keys of managed owners are kept.
     ///   - policy: which owners are managed, whether their files are encrypted, and the access check.
     ///   - stateDirectory: created (mode `0700`) when missing, tightened to `0700` when others can read or enter
@@ -75,7 +81,7 @@ public final class FileProtectionManager: Sendable {
     /// A wipe that a crash cut short on the same state directory is finished before the initializer returns
     /// (see ``removeFiles(ownedBy:)``).
     /// - Throws: ``ProtectionError/ioFailure(path:operation:errno:)`` (106) when the state directory cannot be created; ``ProtectionError/insecureDirectory(path:reason:)`` (114) when it belongs to another user, lies below
-    ///   a directory another user could write to (as for ``FileKeyStore/init(directory:)``), or cannot be
+    ///   a directory another user could write to (as for ``FileKeyStore/init(atPath:)``), or cannot be
     ///   tightened to `0700`; ``ProtectionError/invalidEnvelope(reason:)`` (100) for a chunk size out of range; the
     ///   failure of an interrupted wipe it could not finish.
     public init(
@@ -107,7 +113,7 @@ public final class FileProtectionManager: Sendable {
     ///
     /// - Parameters:
     ///   - path: the file.
-    ///   - identity: the owner; `nil` means the caller's `IdentityContext.effectiveFileIdentity`, and
+    ///   - owner: the owner; `nil` means the caller's `IdentityContext.effectiveFileIdentity`, and
     ///     if that is `nil` too, the file's owner is removed.
     ///
     /// When the new owner is managed and the policy requires file encryption, the file is encrypted in place
@@ -124,8 +130,8 @@ public final class FileProtectionManager: Sendable {
     /// - Throws: ``ProtectionError/fileNotFound(path:)`` (105) no regular file at `path`, ``ProtectionError/invalidIdentity(reason:)`` (104) the unmanaged identity cannot own an encrypted file,
     ///   100...103 a damaged encrypted file, ``ProtectionError/ioFailure(path:operation:errno:)`` (106) the OS refused, ``ProtectionError/accessDenied(identity:reader:)`` (108) the transfer is not allowed, ``ProtectionError/accountBlocked(identity:reason:)`` (109) an
     ///   owner is blocked.
-    public func protect(path: String, identity: Identity? = nil) throws(ProtectionError) {
-        let owner = identity ?? IdentityContext.effectiveFileIdentity
+    public func protect(atPath path: String, owner: Identity? = nil) throws(ProtectionError) {
+        let owner = owner ?? IdentityContext.effectiveFileIdentity
         let path = try target(path)
         let info = try regularFileInfo(path)
         let current = try encryptedHeader(path)
@@ -162,7 +168,7 @@ public final class FileProtectionManager: Sendable {
     /// For an encrypted file the owner named in its header; otherwise the recorded owner.
     /// - Throws: ``ProtectionError/fileNotFound(path:)`` (105) no regular file at `path` (missing, a directory, a path under a regular file); ``ProtectionError/invalidEnvelope(reason:)`` (100), ``ProtectionError/unsupportedVersion(_:)`` (101)
     ///   or ``ProtectionError/invalidIdentity(reason:)`` (104) for a damaged encrypted-file header; ``ProtectionError/ioFailure(path:operation:errno:)`` (106) the OS refused.
-    public func protectionInfo(path: String) throws(ProtectionError) -> ProtectionInfo? {
+    public func protectionInfo(atPath path: String) throws(ProtectionError) -> ProtectionInfo? {
         let path = try target(path)
         let info = try regularFileInfo(path)
         if let header = try encryptedHeader(path) { return header.info }
@@ -172,7 +178,7 @@ public final class FileProtectionManager: Sendable {
 
     /// Whether the regular file at `path` is in the encrypted-file format (it starts with the magic).
     /// - Throws: ``ProtectionError/fileNotFound(path:)`` (105) no regular file at `path`; ``ProtectionError/ioFailure(path:operation:errno:)`` (106) it cannot be read.
-    public func isFileEncrypted(path: String) throws(ProtectionError) -> Bool {
+    public func isFileEncrypted(atPath path: String) throws(ProtectionError) -> Bool {
         let path = try target(path)
         _ = try regularFileInfo(path)
         let fd = try POSIX.openFile(path, O_RDONLY)
@@ -183,21 +189,21 @@ public final class FileProtectionManager: Sendable {
 
     // MARK: Encryption at rest
 
-    /// Encrypts the regular file at `path` in place, atomically, for `identity`, and makes it its owner.
+    /// Encrypts the regular file at `path` in place, atomically, for `owner`, and makes it its owner.
     ///
     /// - Parameters:
     ///   - path: the file.
-    ///   - identity: the owner; `nil` means the caller's `IdentityContext.effectiveFileIdentity`.
+    ///   - owner: the owner; `nil` means the caller's `IdentityContext.effectiveFileIdentity`.
     ///
-    /// A file already encrypted for `identity` is left as it is, unless it is in an earlier encrypted-file
+    /// A file already encrypted for `owner` is left as it is, unless it is in an earlier encrypted-file
     /// format (version 1), which is rewritten in the current one; one encrypted for another identity is
     /// re-encrypted (authenticated while it is read). A file of another account is a transfer between them
-    /// (see ``protect(path:identity:)``).
+    /// (see ``protect(atPath:owner:)``).
     /// - Throws: ``ProtectionError/invalidIdentity(reason:)`` (104) the identity is missing, unmanaged or not managed by the policy; ``ProtectionError/fileNotFound(path:)`` (105) no regular file;
     ///   100...103 a damaged encrypted file; ``ProtectionError/ioFailure(path:operation:errno:)`` (106) the OS refused (the original is then untouched); ``ProtectionError/accessDenied(identity:reader:)`` (108) the
     ///   transfer is not allowed; ``ProtectionError/accountBlocked(identity:reason:)`` (109) an owner is blocked.
-    public func encryptFile(path: String, for identity: Identity? = nil) throws(ProtectionError) {
-        guard let owner = identity ?? IdentityContext.effectiveFileIdentity else {
+    public func encryptFile(atPath path: String, owner: Identity? = nil) throws(ProtectionError) {
+        guard let owner = owner ?? IdentityContext.effectiveFileIdentity else {
             throw .invalidIdentity(reason: "no identity to encrypt for: pass one or set a thread or process identity")
         }
         guard isManaged(owner) else {
@@ -209,7 +215,7 @@ public final class FileProtectionManager: Sendable {
         try creating(for: owner) { () throws(ProtectionError) in try encrypt(path: path, info: info, for: owner) }
     }
 
-    /// ``encryptFile(path:for:)`` once the checks are done.
+    /// ``encryptFile(atPath:owner:)`` once the checks are done.
     private func encrypt(path: String, info: stat, for owner: Identity) throws(ProtectionError) {
         let fd = try POSIX.openFile(path, O_RDONLY)
         defer { POSIX.closeFile(fd) }
@@ -249,11 +255,11 @@ public final class FileProtectionManager: Sendable {
     /// in the clear as well (then nothing is rewritten).
     /// - Throws: ``ProtectionError/accessDenied(identity:reader:)`` (108) the caller may not read or modify the owner's data; ``ProtectionError/fileNotFound(path:)`` (105) no regular file; ``ProtectionError/invalidEnvelope(reason:)`` (100) malformed or truncated; ``ProtectionError/unsupportedVersion(_:)`` (101) version; ``ProtectionError/authenticationFailed`` (102) tampered, reordered or
     ///   dropped chunk; ``ProtectionError/keyNotFound(identity:keyID:)`` (103) the owner's key is gone; ``ProtectionError/invalidIdentity(reason:)`` (104) bad owner field; ``ProtectionError/ioFailure(path:operation:errno:)`` (106) the OS refused.
-    public func decryptFile(path: String) throws(ProtectionError) {
+    public func decryptFile(atPath path: String) throws(ProtectionError) {
         try decrypt(path: path, access: nil)
     }
 
-    /// ``decryptFile(path:)``, asking the policy for `access` (`nil`: a read by the effective file identity).
+    /// ``decryptFile(atPath:)``, asking the policy for `access` (`nil`: a read by the effective file identity).
     private func decrypt(path: String, access: ProtectedDataAccess?) throws(ProtectionError) {
         let path = try target(path)
         let info = try regularFileInfo(path)
@@ -272,15 +278,15 @@ public final class FileProtectionManager: Sendable {
         try owners.forget([info])
     }
 
-    /// Writes the plaintext of the file at `path` to `copyPath` (atomically, replacing what is there), and
+    /// Writes the plaintext of the file at `path` to `copyPath` (the `toPath:` argument; atomically, replacing what is there), and
     /// leaves `path` as it is. The copy is owned by the original's owner, so a wipe of that owner removes it
     /// too. A file that is not encrypted is copied as it is.
     ///
     /// Access: reading `path` is a read of its owner's data; a file already at `copyPath` is replaced, which
     /// modifies its owner's data and, for another owner, transfers it (as ``writeFile(atPath:contents:)`` over it).
-    /// - Throws: as ``decryptFile(path:)``; ``ProtectionError/accessDenied(identity:reader:)`` (108) when the file at `copyPath` may not be replaced by the caller;
+    /// - Throws: as ``decryptFile(atPath:)``; ``ProtectionError/accessDenied(identity:reader:)`` (108) when the file at `copyPath` may not be replaced by the caller;
     ///   ``ProtectionError/ioFailure(path:operation:errno:)`` (106) when `copyPath` cannot be written.
-    public func decryptFile(path: String, toCopyPath copyPath: String) throws(ProtectionError) {
+    public func decryptFile(atPath path: String, toPath copyPath: String) throws(ProtectionError) {
         let path = try target(path)
         let copyPath = try target(copyPath)
         let info = try regularFileInfo(path)

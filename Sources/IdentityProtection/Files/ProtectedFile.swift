@@ -25,9 +25,9 @@ import Darwin
 /// ## Owner and encryption
 /// A file created, or opened with ``FileOpenOptions/truncate``, gets the owner passed to the initializer, or
 /// else the caller's thread identity, or else the owner of the directory it is created in, or else the process
-/// identity (the precedence is spelled out at ``FileProtectionManager/protect(directory:identity:)``). When that owner is managed and its policy
+/// identity (the precedence is spelled out at ``FileProtectionManager/protectDirectory(atPath:owner:)``). When that owner is managed and its policy
 /// requires file encryption, the file is written in the encrypted-file format (the same format
-/// ``FileProtectionManager/encryptFile(path:for:)`` writes, so each reads the other's files); otherwise it is
+/// ``FileProtectionManager/encryptFile(atPath:owner:)`` writes, so each reads the other's files); otherwise it is
 /// a plain file with the owner recorded. An existing encrypted file stays encrypted. An existing plain file
 /// whose owner requires encryption is encrypted in place (atomically) before a handle that writes is handed
 /// out; a plaintext handle is never handed out for such a file.
@@ -47,7 +47,7 @@ import Darwin
 /// ``ProtectionError/accountBlocked(identity:reason:)`` (109) a blocked owner, ``ProtectionError/accessDenied(identity:reader:)`` (108) a blocked
 /// opener, ``ProtectionError/policyUnavailable(reason:)`` (115) the policy is not loaded) as soon as its owner or its opener is blocked, or the policy changes so
 /// that the access is no longer allowed; it works again when the refusal clears. A file's owner never changes
-/// under an open handle: ``FileProtectionManager/protect(path:identity:)`` writes a file it gives to another
+/// under an open handle: ``FileProtectionManager/protect(atPath:owner:)`` writes a file it gives to another
 /// owner anew.
 ///
 /// ## Format and integrity
@@ -397,7 +397,7 @@ public final class ProtectedFile: Sendable {
                     // A file of an earlier format is written in the current one: re-encrypt it first.
                     POSIX.closeFile(fd)
                     closed = true
-                    try manager.encryptFile(path: path, for: header.owner)
+                    try manager.encryptFile(atPath: path, owner: header.owner)
                     return try open(manager: manager, path: path, options: options.subtracting([.create, .truncate, .exclusive]), owner: nil, permissions: permissions)
                 }
                 let key = try manager.keyStore.key(withID: header.keyID, for: header.owner)
@@ -410,7 +410,7 @@ public final class ProtectedFile: Sendable {
                 // Never a plaintext handle that writes a file that must be encrypted: encrypt it first.
                 POSIX.closeFile(fd)
                 closed = true
-                try manager.encryptFile(path: path, for: owner)
+                try manager.encryptFile(atPath: path, owner: owner)
                 return try open(manager: manager, path: path, options: options.subtracting([.create, .truncate, .exclusive]), owner: nil, permissions: permissions)
             }
             return Opened(path: path, owner: owner, fd: fd, store: nil, opener: caller)
@@ -440,7 +440,7 @@ extension FileProtectionManager {
     ///     ``FileOpenOptions/truncate``, ``FileOpenOptions/exclusive``, ``FileOpenOptions/append``.
     ///   - owner: the owner of a file this call creates or truncates; `nil` means the caller's thread
     ///     identity, else the enclosing directory's owner, else the process identity (see
-    ///     ``protect(directory:identity:)``). Ignored when an existing file is opened without truncation.
+    ///     ``protectDirectory(atPath:owner:)``). Ignored when an existing file is opened without truncation.
     ///   - permissions: mode bits of a newly created file (before the process umask).
     /// - Throws: ``ProtectionError/fileNotFound(path:)`` (105) missing (without ``FileOpenOptions/create``) or not a regular file; the policy's refusal
     ///   (for example ``ProtectionError/accessDenied(identity:reader:)`` (108)) for an owner the caller may not create or read data for; 100...104

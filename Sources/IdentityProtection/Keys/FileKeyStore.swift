@@ -60,7 +60,7 @@ public final class FileKeyStore: KeyStore {
         var keys: [Entry]
     }
 
-    /// Opens (creating it when missing, mode `0700`) the key directory at `directory`.
+    /// Opens (creating it when missing, mode `0700`) the key directory at `path`.
     ///
     /// The directory is private to this process's user: an existing one that others can read or enter is
     /// tightened to `0700`.
@@ -68,8 +68,8 @@ public final class FileKeyStore: KeyStore {
     ///   cannot be tightened, or lies below a directory another user could write to (one that belongs to
     ///   another user than root or this one, or that is group- or world-writable without the sticky bit);
     ///   ``ProtectionError/ioFailure(path:operation:errno:)`` (106) when it cannot be created.
-    public init(directory: String) throws(ProtectionError) {
-        let absolute = Paths.absolute(directory)
+    public init(atPath path: String) throws(ProtectionError) {
+        let absolute = Paths.absolute(path)
         self.directory = try POSIX.makePrivateDirectory(absolute)
     }
 

@@ -41,7 +41,7 @@ extension TenantServices {
             let (outcome, hops) = await self.throughHops(event: "write \(name)") { () -> Result<Bool, ProtectionError> in
                 do throws(ProtectionError) {
                     try self.files.writeFile(atPath: path, contents: contents)
-                    return .success(try self.files.isFileEncrypted(path: path))
+                    return .success(try self.files.isFileEncrypted(atPath: path))
                 } catch {
                     return .failure(error)
                 }
@@ -89,7 +89,7 @@ extension TenantServices {
                 guard allowed else { return nil }
                 do throws(ProtectionError) {
                     try self.files.writeFile(atPath: copy, contents: try self.files.readFile(atPath: source))
-                    return .success(try self.files.isFileEncrypted(path: copy))
+                    return .success(try self.files.isFileEncrypted(atPath: copy))
                 } catch {
                     return .failure(error)
                 }
@@ -154,7 +154,7 @@ extension TenantServices {
         guard let account = IdentityContext.effectiveFileIdentity, let base = auditBaseURL.withLock({ $0 }) else { return "-" }
         do {
             let token = try serviceSigner.sign(
-                account: account, tenant: policies.tenant(of: account)?.rawValue, audience: Self.auditAudience, lifetime: 60)
+                account: account, tenant: policies.tenant(for: account).rawValue, audience: Self.auditAudience, lifetime: 60)
             var request = HTTPClientRequest(url: base + "/audit")
             request.method = .POST
             request.headers.add(name: "x-identity-assertion", value: token)

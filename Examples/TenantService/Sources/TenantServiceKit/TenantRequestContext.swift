@@ -58,7 +58,7 @@ public struct PlainIdentityMiddleware: RouterMiddleware {
         }
         var context = context
         context.plainCaller = Caller(
-            account: account, tenant: policies.tenant(of: account)?.rawValue ?? "", policy: policies.policy(for: account))
+            account: account, tenant: policies.tenant(for: account).rawValue, policy: policies.policy(for: account))
         return try await IdentityContext.withThreadIdentity(account) { try await next(request, context) }
     }
 }
@@ -95,7 +95,7 @@ public struct BareSignatureMiddleware: RouterMiddleware {
         }
         var context = context
         context.plainCaller = Caller(
-            account: account, tenant: policies.tenant(of: account)?.rawValue ?? "", policy: policies.policy(for: account))
+            account: account, tenant: policies.tenant(for: account).rawValue, policy: policies.policy(for: account))
         return try await IdentityContext.withThreadIdentity(account) { try await next(request, context) }
     }
 

@@ -78,7 +78,7 @@ public final class TenantServices: Sendable {
         }
         policies = Tenants.policyManager()
         files = try FileProtectionManager(
-            roots: [root + "/documents", root + "/exports"], keyStore: FileKeyStore(directory: root + "/keys"),
+            roots: [root + "/documents", root + "/exports"], keyStore: FileKeyStore(atPath: root + "/keys"),
             policy: policies, stateDirectory: root + "/state")
         policies.fileProtection = files
 

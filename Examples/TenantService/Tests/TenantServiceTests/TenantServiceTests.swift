@@ -75,7 +75,7 @@ struct TenantServiceTests {
                 #expect(report.hops == HopReport(queue: account.name, operation: account.name, task: account.name, remote: account.name))
                 #expect(report.encrypted == encrypts)
                 let path = "\(client.services.root)/documents/\(report.tenant)/\(account.name)/plan"
-                #expect(try client.services.files.isFileEncrypted(path: path) == encrypts)
+                #expect(try client.services.files.isFileEncrypted(atPath: path) == encrypts)
                 let raw = try Data(contentsOf: URL(fileURLWithPath: path))
                 #expect((String(data: raw, encoding: .utf8)?.contains("|plan") ?? false) == !encrypts)
 

@@ -18,8 +18,9 @@ public struct AdmittedIdentity: Sendable {
 
     /// The account the request is for (the assertion's `sub`).
     public let account: Identity
-    /// Its tenant: the runtime's tenant of the account (registered tenant ID, else the domain of its name),
-    /// else the assertion's `tid`.
+    /// Its tenant: the runtime's tenant of the account (`PolicyManager.tenant(for:)`: its registered tenant ID,
+    /// else the domain of its name, else its own tenant, `name@`). The middleware always sets it; it stays
+    /// optional for code that makes one itself.
     public let tenant: String?
     /// The account's policy (``PolicyManager/policy(for:)-(Identity?)``), fixed when the request was admitted.
     public let policy: Policy

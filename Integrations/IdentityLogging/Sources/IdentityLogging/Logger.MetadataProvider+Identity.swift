@@ -15,8 +15,8 @@ extension Logger.MetadataProvider {
     ///   (files, requests, data) is done for; the UI identity never takes part, so a line logged on the main
     ///   thread does not name the window's account unless the thread or process identity says so. An
     ///   explicitly unmanaged identity (``Identity/unmanaged``) is logged as `identity=""`.
-    /// - `tenant`: when `policyManager` is given, the account's tenant (``PolicyManager/tenant(of:)``: its
-    ///   registered tenant ID, else the domain of its name); absent when the account has none.
+    /// - `tenant`: when `policyManager` is given, the account's tenant (``PolicyManager/tenant(for:)``: its
+    ///   registered tenant ID, else the domain of its name, else its own); absent for the unmanaged identity.
     ///
     /// With no identity set, the provider returns an empty dictionary literal and adds nothing: no key, no
     /// allocation, just the task-local and process-identity reads.
@@ -38,10 +38,10 @@ extension Logger.MetadataProvider {
     public static func identity(policyManager: PolicyManager? = nil) -> Logger.MetadataProvider {
         Logger.MetadataProvider {
             guard let identity = IdentityContext.effectiveFileIdentity else { return [:] }
-            guard let policyManager, !identity.isUnmanaged, let tenant = policyManager.tenant(of: identity) else {
+            guard let policyManager, !identity.isUnmanaged else {
                 return [identityKey: .string(identity.name)]
             }
-            return [identityKey: .string(identity.name), tenantKey: .string(tenant.rawValue)]
+            return [identityKey: .string(identity.name), tenantKey: .string(policyManager.tenant(for: identity).rawValue)]
         }
     }
 }

@@ -34,7 +34,7 @@ struct Bench {
     private func warmCache(keys: PostgresKeyStore, account: Identity) async throws {
         let directory = NSTemporaryDirectory() + "identity-bench-\(UUID().uuidString)"
         defer { try? FileManager.default.removeItem(atPath: directory) }
-        let fileKeys = try FileKeyStore(directory: directory)
+        let fileKeys = try FileKeyStore(atPath: directory)
         let policy = StaticManagedIdentityPolicy(managed: [account], dataIsolation: false)
         let viaFile = DataProtectionManager(keyStore: fileKeys, policy: policy)
         let viaPostgres = DataProtectionManager(keyStore: keys, policy: policy)
@@ -45,7 +45,7 @@ struct Bench {
             func round(_ manager: DataProtectionManager) throws -> Double {
                 let start = DispatchTime.now().uptimeNanoseconds
                 for _ in 0..<pairs {
-                    let envelope = try manager.protect(payload, identity: account)
+                    let envelope = try manager.protect(payload, owner: account)
                     guard try manager.unprotect(envelope) == payload else { fatalError("wrong plaintext") }
                 }
                 return Double(DispatchTime.now().uptimeNanoseconds - start) / Double(pairs)
@@ -53,7 +53,7 @@ struct Bench {
             func asyncRound(_ manager: DataProtectionManager) async throws -> Double {
                 let start = DispatchTime.now().uptimeNanoseconds
                 for _ in 0..<pairs {
-                    let envelope = try await manager.async.protect(payload, identity: account)
+                    let envelope = try await manager.async.protect(payload, owner: account)
                     guard try await manager.async.unprotect(envelope) == payload else { fatalError("wrong plaintext") }
                 }
                 return Double(DispatchTime.now().uptimeNanoseconds - start) / Double(pairs)
@@ -128,7 +128,7 @@ struct Bench {
         let managerB = DataProtectionManager(keyStore: b, policy: policy)
         let managerA = DataProtectionManager(keyStore: a, policy: policy)
         for _ in 0..<(count / 4) {
-            let envelope = try await managerA.async.protect(Data("secret".utf8), identity: account)
+            let envelope = try await managerA.async.protect(Data("secret".utf8), owner: account)
             _ = try await managerB.async.unprotect(envelope)  // B has the key cached
             try await a.destroyKeys(for: account, deadline: deadline())
             let committed = DispatchTime.now().uptimeNanoseconds

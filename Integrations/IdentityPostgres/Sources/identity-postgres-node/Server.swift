@@ -83,7 +83,7 @@ final class Server: Sendable {
         do throws(ProtectionError) {
             switch (command, arguments.count) {
             case ("protect", 2):
-                let envelope = try data.protect(decode(arguments[1]), identity: Identity(arguments[0]))
+                let envelope = try data.protect(decode(arguments[1]), owner: Identity(arguments[0]))
                 return "ok " + envelope.base64EncodedString()
             case ("unprotect", 1):
                 return "ok " + (try data.unprotect(decode(arguments[0]))).base64EncodedString()
@@ -92,7 +92,7 @@ final class Server: Sendable {
                 try IdentityContext.withThreadIdentity(Identity(arguments[1])) {
                     Result { () throws(ProtectionError) in try files.writeFile(atPath: path, contents: decode(arguments[2])) }
                 }.get()
-                return "ok encrypted=\(try files.isFileEncrypted(path: path))"
+                return "ok encrypted=\(try files.isFileEncrypted(atPath: path))"
             case ("read-file", 2):
                 let path = shared + "/" + arguments[0]
                 let contents = try IdentityContext.withThreadIdentity(Identity(arguments[1])) {
@@ -188,7 +188,7 @@ final class Server: Sendable {
                             local.rotations += 1
                         }
                         let plaintext = Data((0..<Int.random(in: 1...512, using: &generator)).map { _ in UInt8.random(in: 0...255, using: &generator) })
-                        let envelope = try data.protect(plaintext, identity: account)
+                        let envelope = try data.protect(plaintext, owner: account)
                         if try data.unprotect(envelope) != plaintext { local.mismatches += 1 }
                         if let (oldEnvelope, oldPlaintext) = kept.randomElement(using: &generator),
                            try data.unprotect(oldEnvelope) != oldPlaintext {

@@ -67,7 +67,7 @@ extension FleetTests {
                         let start = ContinuousClock.now
                         var outcome = Outcome(account: account, plaintext: plaintext, seconds: 0)
                         do throws(ProtectionError) {
-                            outcome.envelope = try await manager.async.protect(plaintext, identity: account)
+                            outcome.envelope = try await manager.async.protect(plaintext, owner: account)
                         } catch {
                             outcome.errorCode = error.code
                             outcome.errorText = error.description
@@ -123,7 +123,7 @@ extension FleetTests {
                 await withCheckedContinuation { (continuation: CheckedContinuation<Int?, Never>) in
                     DispatchQueue.global().async {
                         do throws(ProtectionError) {
-                            _ = try manager.protect(Data("gcd".utf8), identity: Identity("gcd-\(UUID().uuidString.prefix(8))@contoso.com"))
+                            _ = try manager.protect(Data("gcd".utf8), owner: Identity("gcd-\(UUID().uuidString.prefix(8))@contoso.com"))
                             continuation.resume(returning: nil)
                         } catch {
                             continuation.resume(returning: error.code)

@@ -84,12 +84,12 @@ extension FleetTests {
             let policy = StaticManagedIdentityPolicy(managed: [account], dataIsolation: false)
             let managerA = DataProtectionManager(keyStore: pair.a, policy: policy)
             let managerB = DataProtectionManager(keyStore: pair.b, policy: policy)
-            let old = try managerA.protect(Data("before".utf8), identity: account)
+            let old = try managerA.protect(Data("before".utf8), owner: account)
             let first = try pair.b.currentKey(for: account)
             let rotated = try pair.a.rotateKey(for: account)
             #expect(rotated.id != first.id)
             #expect(TestDatabase.eventually(within: 1) { (try? pair.b.currentKey(for: account).id) == rotated.id })
-            let new = try managerB.protect(Data("after".utf8), identity: account)
+            let new = try managerB.protect(Data("after".utf8), owner: account)
             #expect(try managerA.unprotect(new) == Data("after".utf8))
             #expect(try managerB.unprotect(old) == Data("before".utf8))
             #expect(try managerB.protectionInfo(new)?.keyID == rotated.id)
@@ -110,9 +110,9 @@ extension FleetTests {
             let policy = StaticManagedIdentityPolicy(managed: [account], dataIsolation: false)
             let managerA = DataProtectionManager(keyStore: pair.a, policy: policy)
             let managerB = DataProtectionManager(keyStore: pair.b, policy: policy)
-            let envelope = try managerA.protect(Data("secret".utf8), identity: account)
+            let envelope = try managerA.protect(Data("secret".utf8), owner: account)
             try pair.a.rotateKey(for: account)
-            let newer = try managerA.protect(Data("secret 2".utf8), identity: account)
+            let newer = try managerA.protect(Data("secret 2".utf8), owner: account)
             #expect(try managerB.unprotect(envelope) == Data("secret".utf8))
             #expect(try managerB.unprotect(newer) == Data("secret 2".utf8))
             try pair.a.destroyKeys(for: account)
@@ -237,7 +237,7 @@ extension FleetTests {
                         default: break
                         }
                         let plaintext = Data("\(thread)-\(operations)".utf8)
-                        let envelope = try manager.protect(plaintext, identity: account)
+                        let envelope = try manager.protect(plaintext, owner: account)
                         let other = managers[(thread + operations + 1) % 2]
                         if try other.unprotect(envelope) != plaintext { counts.withLockedValue { $0.mismatches += 1 } }
                         if let (old, oldPlaintext) = kept.randomElement(), try manager.unprotect(old) != oldPlaintext {

@@ -102,9 +102,9 @@ extension FleetTests {
             var expected: [(Data, Data)] = []
             for index in 0..<5 {
                 let plaintext = Data("hot \(index)".utf8)
-                expected.append((try manager.protect(plaintext, identity: hot), plaintext))
+                expected.append((try manager.protect(plaintext, owner: hot), plaintext))
                 let coldText = Data("cold \(index)".utf8)
-                expected.append((try manager.protect(coldText, identity: cold), coldText))
+                expected.append((try manager.protect(coldText, owner: cold), coldText))
                 try keys.rotateKey(for: hot)
             }
             let flushes = keys.statistics.flushes
@@ -116,7 +116,7 @@ extension FleetTests {
             }
             keys.dropCache()
             strictKeys.dropCache()
-            let hotEnvelope = try manager.protect(Data("hot now".utf8), identity: hot)   // caches hot's current key
+            let hotEnvelope = try manager.protect(Data("hot now".utf8), owner: hot)   // caches hot's current key
             expected.append((hotEnvelope, Data("hot now".utf8)))
             _ = try strictManager.unprotect(hotEnvelope)
 
@@ -125,7 +125,7 @@ extension FleetTests {
 
             // Cached: still works, right plaintext. Not cached: 113, never 103 and never wrong plaintext.
             #expect(try manager.unprotect(hotEnvelope) == Data("hot now".utf8))
-            let during = try manager.protect(Data("during".utf8), identity: hot)
+            let during = try manager.protect(Data("during".utf8), owner: hot)
             expected.append((during, Data("during".utf8)))
             for (envelope, plaintext) in expected {
                 do throws(ProtectionError) {
@@ -135,7 +135,7 @@ extension FleetTests {
                 }
             }
             #expect((try #require(throws: ProtectionError.self) { try keys.rotateKey(for: hot) }).code == 113)
-            #expect((try #require(throws: ProtectionError.self) { try manager.protect(Data("x".utf8), identity: cold) }).code == 113)
+            #expect((try #require(throws: ProtectionError.self) { try manager.protect(Data("x".utf8), owner: cold) }).code == 113)
             // Past the grace, the cache is not used any more.
             #expect(TestDatabase.eventually(within: 5) {
                 (try? strictManager.unprotect(hotEnvelope)) == nil

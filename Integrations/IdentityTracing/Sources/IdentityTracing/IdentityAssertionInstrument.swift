@@ -52,7 +52,7 @@ public struct IdentityAssertionInstrument: Instrument {
     ///   - headerName: the carrier key, `x-identity-assertion` by default.
     ///   - lifetime: seconds an outgoing assertion is valid (default 60).
     ///   - tenant: the tenant of an account, for the `tid` claim; by default the tenant of a verified incoming
-    ///     assertion for the same account, else none. Pass `{ PolicyManager.shared.tenant(of: $0)?.rawValue }`
+    ///     assertion for the same account, else none. Pass `{ PolicyManager.shared.tenant(for: $0).rawValue }`
     ///     to use the policy module's.
     public init(
         signer: IdentityAssertionSigner? = nil, audience: String = "", verifier: IdentityAssertionVerifier? = nil,

@@ -15,7 +15,7 @@ import Vapor
 /// 2. **Verification** by ``verifier``: signature, key ID, algorithm (EdDSA only), issuer, audience, expiry,
 ///    replay. Refused: 401 with the `AssertionError`'s code (503 `replay-cache-full`).
 /// 3. **Tenant.** When ``checksTenant`` and the token names a tenant (`tid`), it must be the runtime's tenant of
-///    the account (``PolicyManager/tenant(of:)``): else 401 `tenant-mismatch`.
+///    the account (``PolicyManager/tenant(for:)``): else 401 `tenant-mismatch`.
 /// 4. **Policies loaded.** While the ``policies``' policy source has not loaded (`PolicySource.hasLoaded`),
 ///    nobody can tell whether the account is managed or what its policy is: 503 `policy-unavailable`.
 /// 5. **Admission** with ``PolicyManager/withAdmittedIdentity(_:reason:isolation:operation:)``: blocked,
@@ -135,8 +135,8 @@ public struct IdentityMiddleware: AsyncMiddleware {
             throw IdentityProblem(.token(error, typeBase: problemTypeBase))
         }
         let account = assertion.account
-        let known = policies.tenant(of: account)
-        if checksTenant, let claimed = assertion.tenant, let known, known != TenantID(claimed) {
+        let known = policies.tenant(for: account)
+        if checksTenant, let claimed = assertion.tenant, known != TenantID(claimed) {
             throw IdentityProblem(.tenantMismatch(claimed: claimed, known: known.rawValue, typeBase: problemTypeBase))
         }
         // Before the source loads, policy(for:) would answer .unrestricted for every account: refuse instead.
@@ -144,7 +144,7 @@ public struct IdentityMiddleware: AsyncMiddleware {
             throw IdentityProblem(unavailable)
         }
         return AdmittedIdentity(
-            account: account, tenant: known?.rawValue ?? assertion.tenant, policy: policies.policy(for: account),
+            account: account, tenant: known.rawValue, policy: policies.policy(for: account),
             assertion: assertion, source: source)
     }
 

@@ -1,0 +1,58 @@
+import IdentityPolicy
+import IdentityRuntime
+import Testing
+
+@Suite("tenant(for:): every account has a tenant")
+struct TenantTests {
+    @Test("registered tenant ID first, then the domain of the name, then the account's own tenant")
+    func tenantOfEveryAccount() {
+        let manager = PolicyManager(policySource: StaticPolicySource([:]))
+        // The domain of the name.
+        #expect(manager.tenant(for: alice) == "contoso.com")
+        #expect(manager.tenant(for: "Erin@Contoso.COM") == "contoso.com")
+        // A registered tenant ID wins over the domain.
+        manager.registerAccount(alice, tenantID: "72f988bf-86f1-41af-91ab-2d7cd011db47")
+        #expect(manager.tenant(for: alice) == "72f988bf-86f1-41af-91ab-2d7cd011db47")
+        // No domain: a tenant of its own, the name followed by "@".
+        #expect(manager.tenant(for: "svc-backup") == "svc-backup@")
+        #expect(manager.tenant(for: "alice@") == "alice@@")   // an empty domain is no domain
+        // ... that no domain's tenant can equal, even for a name spelled like a domain.
+        #expect(manager.tenant(for: "contoso.com") == "contoso.com@")
+        #expect(manager.tenant(for: "contoso.com") != manager.tenant(for: bob))
+        // A domain-less account registered with a tenant ID belongs to that tenant.
+        manager.registerAccount("svc-backup", tenantID: "contoso.com")
+        #expect(manager.tenant(for: "svc-backup") == manager.tenant(for: bob))
+        // Registering again without a tenant ID goes back to the rules above.
+        manager.registerAccount("svc-backup")
+        #expect(manager.tenant(for: "svc-backup") == "svc-backup@")
+        #expect(manager.tenant(for: .unmanaged) == "@")
+    }
+
+    @Test("two accounts without a domain are not one tenant: sameTenant transfers between them are refused")
+    func domainlessAccountsAreSeparateTenants() {
+        let svc: Identity = "svc-backup", ops: Identity = "svc-ops", contosoNamed: Identity = "contoso.com"
+        let manager = PolicyManager(policySource: StaticPolicySource([
+            svc: ownedPolicy("svc"), ops: ownedPolicy("ops"), contosoNamed: ownedPolicy("named like a domain"),
+            alice: ownedPolicy("alice"),
+        ]))
+        #expect(manager.policy(for: svc).dataTransfer == .sameTenant)
+        #expect(!manager.isDataTransferAllowed(from: svc, to: ops))
+        #expect(!manager.isDataTransferAllowed(from: ops, to: svc))
+        #expect(!manager.isDataTransferAllowed(from: contosoNamed, to: alice))
+        #expect(!manager.isDataTransferAllowed(from: alice, to: contosoNamed))
+        // Registered into one tenant, they share it.
+        manager.registerAccount(svc, tenantID: "ops-team")
+        manager.registerAccount(ops, tenantID: "ops-team")
+        #expect(manager.isDataTransferAllowed(from: svc, to: ops))
+    }
+
+    @Test("the deprecated tenant(of:) answers tenant(for:), never nil")
+    @available(*, deprecated, message: "calls the deprecated name on purpose")
+    func deprecatedTenantOf() {
+        let manager = PolicyManager(policySource: StaticPolicySource([:]))
+        manager.registerAccount(bob, tenantID: "tenant-b")
+        for account: Identity in [alice, bob, "svc-backup", .unmanaged] {
+            #expect(manager.tenant(of: account) == manager.tenant(for: account))
+        }
+    }
+}
