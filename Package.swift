@@ -83,9 +83,15 @@ let package = Package(
             dependencies: ["IdentityRuntime", "IdentityProtection", "IdentityPolicy", "IdentityTesting"],
             swiftSettings: strictSettings
         ),
+        // libcrypto on Linux only, as in the library targets: the raw side of the protect pairs calls the
+        // platform's AES-GCM directly (libcrypto there, CryptoKit on Apple platforms).
         .executableTarget(
             name: "identity-harness",
-            dependencies: ["IdentityRuntime", "IdentityTesting", "IdentityProtection", "IdentityAssertions", "IdentityCrypto", "IdentityPolicy", "IsolationStress", "CIdentityCrypto"],
+            dependencies: [
+                "IdentityRuntime", "IdentityTesting", "IdentityProtection", "IdentityAssertions", "IdentityCrypto",
+                "IdentityPolicy", "IsolationStress",
+                .target(name: "CIdentityCrypto", condition: .when(platforms: [.linux])),
+            ],
             swiftSettings: strictSettings
         ),
         .executableTarget(

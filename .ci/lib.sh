@@ -251,8 +251,16 @@ step_fuzz() {
     Fuzz/run.sh "${IDENTITY_FUZZ_SECONDS:-30}"
 }
 
+# The check package's tests, then identity-harness built on the same branch (the test build made it): every
+# member of the protect pairs, whose raw side seals and opens with AES.GCM there, and fails on a wrong tag.
 step_swift_crypto() {
     swift test --package-path Checks/SwiftCrypto
+    local pair side
+    for pair in protect-1k unprotect-1k; do
+        for side in raw peer ours; do
+            swift run --package-path Checks/SwiftCrypto identity-harness bench --pair "$pair" --side "$side" --count 100
+        done
+    done
 }
 
 step_package_test_tsan() {

@@ -2,10 +2,13 @@
 import PackageDescription
 
 // Check-only package: builds the CryptoKit branch of the shared crypto (IdentityCrypto) on Linux against
-// apple/swift-crypto (the same API as CryptoKit) and runs the protection and assertion tests on it. The targets are the root package's own sources,
-// reached through symbolic links in Sources/ and Tests/; the root package keeps no package dependencies.
+// apple/swift-crypto (the same API as CryptoKit) and runs the protection and assertion tests on it; it builds
+// identity-harness on that branch too (the raw side of its protect pairs calls AES.GCM, not libcrypto), as an
+// Apple platform would. The targets are the root package's own sources, reached through symbolic links in
+// Sources/ and Tests/; the root package keeps no package dependencies.
 //
 //     cd Checks/SwiftCrypto && swift test
+//     swift run identity-harness bench --pair unprotect-1k --side raw --count 100
 let strictSettings: [SwiftSetting] = [.enableUpcomingFeature("ExistentialAny")]
 
 let package = Package(
@@ -35,6 +38,20 @@ let package = Package(
             swiftSettings: strictSettings
         ),
         .target(name: "IdentityTesting", dependencies: ["IdentityRuntime"], swiftSettings: strictSettings),
+        .target(name: "IdentityPolicy", dependencies: ["IdentityRuntime", "IdentityProtection"], swiftSettings: strictSettings),
+        .target(
+            name: "IsolationStress",
+            dependencies: ["IdentityRuntime", "IdentityProtection", "IdentityPolicy", "IdentityTesting"],
+            swiftSettings: strictSettings
+        ),
+        .executableTarget(
+            name: "identity-harness",
+            dependencies: [
+                "IdentityRuntime", "IdentityTesting", "IdentityProtection", "IdentityAssertions", "IdentityCrypto",
+                "IdentityPolicy", "IsolationStress", .product(name: "Crypto", package: "swift-crypto"),
+            ],
+            swiftSettings: strictSettings + [.define("IDENTITY_SWIFT_CRYPTO")]
+        ),
         .executableTarget(
             name: "identity-crash-child",
             dependencies: ["IdentityRuntime", "IdentityProtection", "IdentityTesting"],

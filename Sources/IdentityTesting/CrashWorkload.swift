@@ -1,8 +1,8 @@
 /// The deterministic workload of the crash-consistency harness (`identity-crash-child` and the test that kills
 /// it): the child and the checking parent derive the same contents and operations from a seed.
-public enum CrashWorkload {
+package enum CrashWorkload {
     /// What a run of the child does over and over until it is killed.
-    public enum Mode: String, Sendable, CaseIterable {
+    package enum Mode: String, Sendable, CaseIterable {
         /// `FileProtectionManager.writeFile` of a new content each step (alternately an encrypted and a plain
         /// owner, owners kept in the owner index).
         case writeFile
@@ -13,12 +13,12 @@ public enum CrashWorkload {
     }
 
     /// One operation of the `protectedFile` mode.
-    public enum Operation: Sendable, Equatable {
+    package enum Operation: Sendable, Equatable {
         case write(offset: Int, bytes: [UInt8], synchronize: Bool)
         case truncate(length: Int, synchronize: Bool)
 
         /// `content` after the operation.
-        public func applied(to content: [UInt8]) -> [UInt8] {
+        package func applied(to content: [UInt8]) -> [UInt8] {
             var result = content
             switch self {
             case let .write(offset, bytes, _):
@@ -38,14 +38,14 @@ public enum CrashWorkload {
     }
 
     /// The content written at `step` of the `writeFile` mode (0 ... 160 KiB).
-    public static func content(seed: UInt64, step: Int) -> [UInt8] {
+    package static func content(seed: UInt64, step: Int) -> [UInt8] {
         var random = SplitMix64(seed: seed &* 0x9E37_79B9 &+ UInt64(step))
         let count = Int(random.next() % (160 * 1024))
         return bytes(count, &random)
     }
 
     /// The operation at `step` of the `protectedFile` mode (writes up to 24 KiB within the first 128 KiB).
-    public static func operation(seed: UInt64, step: Int) -> Operation {
+    package static func operation(seed: UInt64, step: Int) -> Operation {
         var random = SplitMix64(seed: seed &* 0x85EB_CA6B &+ UInt64(step))
         let synchronize = random.next() % 2 == 0
         if random.next() % 8 == 0 {

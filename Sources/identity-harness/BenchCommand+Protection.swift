@@ -1,12 +1,20 @@
+#if canImport(CryptoKit)
+import CryptoKit
+#elseif IDENTITY_SWIFT_CRYPTO
+// The CryptoKit branch built against apple/swift-crypto (the same API) on Linux, by the check package
+// Checks/SwiftCrypto only.
+import Crypto
+#else
 import CIdentityCrypto
+#endif
 import Foundation
 import IdentityProtection
 import IdentityRuntime
 import Synchronization
 
 extension BenchCommand {
-    /// `protect` / `unprotect` of 1 KiB: raw libcrypto AES-256-GCM with a fresh random nonce (what the envelope
-    /// needs at the least); the peer, what a user would write instead: the account's key from a dictionary
+    /// `protect` / `unprotect` of 1 KiB: raw, the platform's AES-256-GCM called directly (libcrypto on Linux,
+    /// CryptoKit's `AES.GCM` on Apple platforms) with a fresh random nonce (what the envelope needs at the least); the peer, what a user would write instead: the account's key from a dictionary
     /// behind a mutex, the account name as associated data, nonce ‖ ciphertext ‖ tag; ours,
     /// `DataProtectionManager` (policy check, key store, versioned header naming the owner).
     static func protectionPairs(operations: Int) -> [Pair] {
@@ -80,7 +88,28 @@ extension BenchCommand {
         done.wait()
     }
 
-    /// nonce ‖ ciphertext ‖ tag, sealed with libcrypto directly.
+    #if canImport(CryptoKit) || IDENTITY_SWIFT_CRYPTO
+    /// nonce ‖ ciphertext ‖ tag, sealed with CryptoKit's `AES.GCM` directly (a fresh random nonce).
+    static func rawSeal(_ plaintext: Data, key: [UInt8], aad: [UInt8]) -> Data {
+        do {
+            // A 12-byte nonce: `combined` is nonce ‖ ciphertext ‖ tag, never nil.
+            let box = try AES.GCM.seal(plaintext, using: SymmetricKey(data: key), nonce: AES.GCM.Nonce(), authenticating: aad)
+            return box.combined!
+        } catch {
+            preconditionFailure("raw AES-256-GCM seal failed: \(error)")
+        }
+    }
+
+    /// The inverse of ``rawSeal(_:key:aad:)``.
+    static func rawOpen(_ sealed: Data, key: [UInt8], aad: [UInt8]) -> Data {
+        do {
+            return try AES.GCM.open(AES.GCM.SealedBox(combined: sealed), using: SymmetricKey(data: key), authenticating: aad)
+        } catch {
+            preconditionFailure("raw AES-256-GCM open failed: \(error)")
+        }
+    }
+    #else
+    /// nonce ‖ ciphertext ‖ tag, sealed with libcrypto directly (a fresh random nonce).
     static func rawSeal(_ plaintext: Data, key: [UInt8], aad: [UInt8]) -> Data {
         var output = Data(count: 12 + plaintext.count + 16)
         let status = output.withUnsafeMutableBytes { (out: UnsafeMutableRawBufferPointer) -> Int32 in
@@ -111,4 +140,5 @@ extension BenchCommand {
         precondition(status == 1, "raw AES-256-GCM open failed")
         return output
     }
+    #endif
 }

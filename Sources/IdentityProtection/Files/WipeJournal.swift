@@ -85,36 +85,59 @@ struct WipeJournal: Sendable {
 /// creation has finished, and then deletes what it created. A removal waits only for tickets taken before it
 /// began: creations that start later run their check after the account was refused, so writers that keep
 /// trying cannot starve it.
-final class CreationTracker: Sendable {
-    private struct State {
-        var nextTicket: UInt64 = 0
-        var inFlight: [Identity: Set<UInt64>] = [:]
-    }
-
-    private let state = LockedValue(State())
+///
+/// A removal blocks on a condition variable that every ended creation signals: it wakes when the last of its
+/// creations ends, with no polling.
+final class CreationTracker: @unchecked Sendable {
+    // `nextTicket` and `inFlight` are reached only while `condition` is locked.
+    private let condition = NSCondition()
+    private var nextTicket: UInt64 = 0
+    private var inFlight: [Identity: Set<UInt64>] = [:]
 
     /// Registers a creation for `owner`; pass the ticket to ``end(_:ticket:)``.
     func begin(_ owner: Identity) -> UInt64 {
-        state.withLock { state in
-            state.nextTicket += 1
-            state.inFlight[owner, default: []].insert(state.nextTicket)
-            return state.nextTicket
-        }
+        condition.lock()
+        defer { condition.unlock() }
+        nextTicket += 1
+        inFlight[owner, default: []].insert(nextTicket)
+        return nextTicket
     }
 
+    /// Ends the creation `ticket` of `owner` and wakes the removals waiting, which check whether it was the
+    /// last one they wait for.
     func end(_ owner: Identity, ticket: UInt64) {
-        state.withLock { state in
-            state.inFlight[owner]?.remove(ticket)
-            if state.inFlight[owner]?.isEmpty == true { state.inFlight[owner] = nil }
-        }
+        condition.lock()
+        defer { condition.unlock() }
+        inFlight[owner]?.remove(ticket)
+        if inFlight[owner]?.isEmpty == true { inFlight[owner] = nil }
+        condition.broadcast()
     }
 
-    /// Returns once every creation for any of `owners` that began before this call has finished.
-    func waitUntilIdle(_ owners: Set<Identity>) {
-        let horizon = state.withLock { $0.nextTicket }
-        while state.withLock({ state in owners.contains { owner in state.inFlight[owner]?.contains { $0 <= horizon } == true } }) {
-            usleep(200)
+    /// Returns once every creation for any of `owners` that began before this call has finished, or once
+    /// `timeout` has passed (no timeout: it waits as long as they run).
+    /// - Returns: `false` when the timeout passed with one of those creations still in flight.
+    @discardableResult
+    func waitUntilIdle(_ owners: Set<Identity>, timeout: Duration? = nil) -> Bool {
+        condition.lock()
+        defer { condition.unlock() }
+        let horizon = nextTicket
+        let deadline = timeout.map { timeout in
+            Date(timeIntervalSinceNow: Double(timeout.components.seconds) + Double(timeout.components.attoseconds) / 1e18)
         }
+        while isBusy(owners, upTo: horizon) {
+            guard let deadline else {
+                condition.wait()
+                continue
+            }
+            // `wait(until:)` is false once the deadline has passed: the creations are looked at one last time.
+            if !condition.wait(until: deadline) { return !isBusy(owners, upTo: horizon) }
+        }
+        return true
+    }
+
+    /// Whether a creation for one of `owners` with a ticket up to `horizon` is in flight (`condition` locked).
+    private func isBusy(_ owners: Set<Identity>, upTo horizon: UInt64) -> Bool {
+        owners.contains { owner in inFlight[owner]?.contains { $0 <= horizon } == true }
     }
 }
 
