@@ -3,10 +3,6 @@ import Foundation
 import IdentityProtection
 import IdentityRuntime
 import Testing
-#if canImport(Glibc)
-import Glibc
-#endif
-
 /// Holes an adversarial review of the gate found (PolicyManager), each asserted closed.
 @Suite("Review regressions: handles, copies of envelopes, unloaded sources, wipes")
 struct ReviewRegressionTests {

@@ -300,10 +300,3 @@ enum EncryptedFileFormat {
     }
 }
 
-#if canImport(Glibc)
-import Glibc
-#elseif canImport(Musl)
-import Musl
-#elseif canImport(Darwin)
-import Darwin
-#endif

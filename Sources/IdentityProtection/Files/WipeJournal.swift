@@ -1,12 +1,5 @@
 import Foundation
 import IdentityRuntime
-#if canImport(Glibc)
-import Glibc
-#elseif canImport(Musl)
-import Musl
-#elseif canImport(Darwin)
-import Darwin
-#endif
 
 /// The accounts whose removal (``FileProtectionManager/removeFiles(ownedBy:)``) has started and not finished:
 /// `wipes.journal` in the state directory, a JSON document `{"format": 1, "accounts": ["…", …]}` replaced

@@ -1,11 +1,4 @@
 import Foundation
-#if canImport(Glibc)
-import Glibc
-#elseif canImport(Musl)
-import Musl
-#elseif canImport(Darwin)
-import Darwin
-#endif
 
 /// The bridge between the runtime's synchronous entry points and stores that answer asynchronously (a key
 /// store or a policy source that reaches a database or a network).
