@@ -81,7 +81,7 @@ let package = Package(
         ),
         .target(
             name: "IdentityTesting",
-            dependencies: ["IdentityRuntime"],
+            dependencies: ["IdentityRuntime", "IdentityPolicy"],
             swiftSettings: strictSettings
         ),
         .target(
@@ -139,7 +139,7 @@ let package = Package(
         ),
         .testTarget(
             name: "IdentityHTTPTests",
-            dependencies: ["IdentityHTTP", "IdentityAssertions", "IdentityPolicy", "IdentityProtection", "IdentityRuntime"],
+            dependencies: ["IdentityHTTP", "IdentityAssertions", "IdentityPolicy", "IdentityProtection", "IdentityRuntime", "IdentityTesting"],
             swiftSettings: strictSettings
         ),
         .testTarget(
