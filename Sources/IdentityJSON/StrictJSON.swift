@@ -88,33 +88,31 @@ package enum StrictJSON {
     /// The members of the object `bytes` holds, or the reason it is refused (for IdentityAssertions'
     /// `AssertionError.malformed(_:)`).
     package static func object(_ bytes: [UInt8], limits: Limits = .token) -> Result<[String: Value], Failure> {
-        bytes.withUnsafeBufferPointer { buffer in
-            var reader = Reader(bytes: buffer, limits: limits)
-            do throws(Failure) {
-                reader.skipByteOrderMark()
-                reader.skipWhiteSpace()
-                guard reader.peek() == UInt8(ascii: "{") else { throw Failure("not a JSON object") }
-                let members = try reader.readObject(depth: 1)
-                reader.skipWhiteSpace()
-                guard reader.index == buffer.count else { throw Failure("text after the JSON object") }
-                return .success(members)
-            } catch {
-                return .failure(error)
-            }
+        read(bytes, limits: limits, as: "object") { (reader: inout Reader) throws(Failure) in
+            guard reader.peek() == UInt8(ascii: "{") else { throw Failure("not a JSON object") }
+            return try reader.readObject(depth: 1)
         }
     }
 
     /// The one JSON value `bytes` holds, whatever its type, or the reason it is refused.
     package static func value(_ bytes: [UInt8], limits: Limits = .document) -> Result<Value, Failure> {
+        read(bytes, limits: limits, as: "value") { (reader: inout Reader) throws(Failure) in try reader.readValue(depth: 0) }
+    }
+
+    /// What `body` reads from `bytes` after a byte-order mark (if the limits allow one) and white space; text
+    /// after it, other than white space, is refused.
+    private static func read<Read>(
+        _ bytes: [UInt8], limits: Limits, as kind: String, _ body: (inout Reader) throws(Failure) -> Read
+    ) -> Result<Read, Failure> {
         bytes.withUnsafeBufferPointer { buffer in
             var reader = Reader(bytes: buffer, limits: limits)
             do throws(Failure) {
                 reader.skipByteOrderMark()
                 reader.skipWhiteSpace()
-                let value = try reader.readValue(depth: 0)
+                let result = try body(&reader)
                 reader.skipWhiteSpace()
-                guard reader.index == buffer.count else { throw Failure("text after the JSON value") }
-                return .success(value)
+                guard reader.index == buffer.count else { throw Failure("text after the JSON \(kind)") }
+                return .success(result)
             } catch {
                 return .failure(error)
             }

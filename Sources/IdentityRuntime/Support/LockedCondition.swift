@@ -26,17 +26,11 @@ package final class LockedCondition<Value> {
 
     package init(_ value: Value) {
         locked = LockedValue(value)
-        condition = .allocate(capacity: 1)
-        condition.initialize(to: pthread_cond_t())
-        let status = pthread_cond_init(condition, nil)
-        precondition(status == 0, "pthread_cond_init failed with \(status)")
+        condition = .pthreadObject(pthread_cond_t(), "pthread_cond_init") { pthread_cond_init($0, nil) }
     }
 
     deinit {
-        let status = pthread_cond_destroy(condition)
-        precondition(status == 0, "pthread_cond_destroy failed with \(status)")
-        condition.deinitialize(count: 1)
-        condition.deallocate()
+        condition.destroyPthreadObject("pthread_cond_destroy", pthread_cond_destroy)
     }
 
     /// Runs `body` with exclusive access to the value, then wakes every thread waiting in
