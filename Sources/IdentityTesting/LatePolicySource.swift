@@ -1,7 +1,7 @@
 import IdentityPolicy
 import IdentityRuntime
 
-/// A ``IdentityPolicy/PolicySource`` whose policies arrive later, as a database's or a network's do: until
+/// A `PolicySource` whose policies arrive later, as a database's or a network's do: until
 /// ``load(_:tenants:)`` it has not loaded (``hasLoaded`` is `false`, ``policies`` is empty), so a
 /// `PolicyManager` over it denies every decision on owned data, as it must before any policy was read.
 ///
@@ -22,7 +22,7 @@ import IdentityRuntime
 /// first read of ``policies`` returns the (empty) policies it has, then loads the ones given, before it
 /// returns.
 ///
-/// > Note: A test double. A source of your own implements ``IdentityPolicy/PolicySource/reload(deadline:)``
+/// > Note: A test double. A source of your own implements `reload(deadline:)`
 /// > too; this one keeps the protocol's default (nothing to read again).
 public final class LatePolicySource: PolicySource {
     private struct State {
