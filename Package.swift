@@ -45,9 +45,15 @@ let package = Package(
             ],
             swiftSettings: strictSettings
         ),
+        // The strict JSON reader (and the writer of what it reads back) that IdentityAssertions and IdentityPolicy
+        // share: an internal target (`package` access), not a product.
+        .target(
+            name: "IdentityJSON",
+            swiftSettings: strictSettings
+        ),
         .target(
             name: "IdentityAssertions",
-            dependencies: ["IdentityRuntime", "IdentityCrypto"],
+            dependencies: ["IdentityRuntime", "IdentityCrypto", "IdentityJSON"],
             swiftSettings: strictSettings
         ),
         .target(
@@ -63,7 +69,7 @@ let package = Package(
         ),
         .target(
             name: "IdentityPolicy",
-            dependencies: ["IdentityRuntime", "IdentityProtection"],
+            dependencies: ["IdentityRuntime", "IdentityProtection", "IdentityJSON"],
             swiftSettings: strictSettings
         ),
         // The framework-neutral HTTP edge: the problem documents of refusals and the token rules that
@@ -75,7 +81,7 @@ let package = Package(
         ),
         .target(
             name: "IdentityTesting",
-            dependencies: ["IdentityRuntime"],
+            dependencies: ["IdentityRuntime", "IdentityPolicy"],
             swiftSettings: strictSettings
         ),
         .target(
@@ -131,7 +137,7 @@ let package = Package(
         .testTarget(
             name: "IdentityAssertionsTests",
             dependencies: [
-                "IdentityAssertions", "IdentityRuntime", "IdentityTesting", "IdentityCrypto",
+                "IdentityAssertions", "IdentityRuntime", "IdentityTesting", "IdentityCrypto", "IdentityJSON",
                 // The Ed25519 differential test signs its adversarial cases with libsodium's primitives.
                 .target(name: "CIdentitySodium", condition: .when(platforms: [.linux])),
             ],
@@ -139,7 +145,7 @@ let package = Package(
         ),
         .testTarget(
             name: "IdentityHTTPTests",
-            dependencies: ["IdentityHTTP", "IdentityAssertions", "IdentityPolicy", "IdentityProtection", "IdentityRuntime"],
+            dependencies: ["IdentityHTTP", "IdentityAssertions", "IdentityPolicy", "IdentityProtection", "IdentityRuntime", "IdentityTesting"],
             swiftSettings: strictSettings
         ),
         .testTarget(

@@ -1,4 +1,5 @@
 import IdentityCrypto
+import IdentityJSON
 
 /// JWKS (RFC 7517 §5) both ways, for Ed25519 keys only (RFC 8037: `"kty": "OKP"`, `"crv": "Ed25519"`).
 ///
@@ -96,7 +97,7 @@ extension AssertionKeySet {
         var out = Array(#"{"keys":["#.utf8)
         for (index, id) in storage.keys.sorted(by: { $0.lexicographicallyPrecedes($1) }).enumerated() {
             if index > 0 { out.append(UInt8(ascii: ",")) }
-            out += AssertionJSON.objectBytes([
+            out += StrictJSON.objectBytes([
                 ("alg", .string("EdDSA")), ("crv", .string("Ed25519")), ("kid", .string(String(decoding: id, as: UTF8.self))),
                 ("kty", .string("OKP")), ("use", .string("sig")), ("x", .string(Base64URL.encode(storage[id]!.rawRepresentation))),
             ])
@@ -126,15 +127,15 @@ extension AssertionKeySet {
 
     private static func read(_ bytes: some Collection<UInt8>) throws(Refusal) -> [[UInt8]: AssertionVerificationKey] {
         guard bytes.count <= maximumJWKSLength else { throw .documentTooLarge(bytes: bytes.count, maximum: maximumJWKSLength) }
-        let limits = AssertionJSON.Limits(
+        let limits = StrictJSON.Limits(
             maximumDepth: 8, maximumStringLength: maximumMemberLength, maximumNumberLength: 20, integersOnly: true,
             keepsObjects: true)
-        let document: [String: AssertionJSON.Value]
-        switch AssertionJSON.object(Array(bytes), limits: limits) {
+        let document: [String: StrictJSON.Value]
+        switch StrictJSON.object(Array(bytes), limits: limits) {
         case let .success(members): document = members
         case let .failure(failure): throw .notJSON(failure.description)
         }
-        let keys: [[String: AssertionJSON.Value]]
+        let keys: [[String: StrictJSON.Value]]
         switch document["keys"] {
         case let .objects(objects): keys = objects
         case .strings([]): keys = []

@@ -1,4 +1,5 @@
 import Foundation
+import IdentityJSON
 import IdentityRuntime
 
 /// Who a request between services is for: a signed statement of an account (and its tenant) from an issuer to
@@ -52,19 +53,19 @@ public struct IdentityAssertion: Sendable, Hashable {
     /// - Throws: ``AssertionError/unsignable(_:)`` when a time is not a whole number of seconds that JSON
     ///   integers of 64 bits can hold (a date millions of years away).
     func claimsJSON() throws(AssertionError) -> [UInt8] {
-        func seconds(_ date: Date, _ claim: String) throws(AssertionError) -> AssertionJSON.Written {
+        func seconds(_ date: Date, _ claim: String) throws(AssertionError) -> StrictJSON.Written {
             guard let value = Int64(exactly: date.timeIntervalSince1970.rounded(.down)) else {
                 throw .unsignable("the assertion's \(claim) cannot be written as whole seconds")
             }
             return .integer(value)
         }
-        var members: [(name: String, value: AssertionJSON.Written)] = [
+        var members: [(name: String, value: StrictJSON.Written)] = [
             ("aud", .string(audience)), ("exp", try seconds(expiresAt, "exp")), ("iat", try seconds(issuedAt, "iat")),
             ("iss", .string(issuer)), ("jti", .string(tokenID)),
         ]
         if let notBefore { members.append(("nbf", try seconds(notBefore, "nbf"))) }
         members.append(("sub", .string(account.name)))
         if let tenant { members.append(("tid", .string(tenant))) }
-        return AssertionJSON.objectBytes(members)
+        return StrictJSON.objectBytes(members)
     }
 }

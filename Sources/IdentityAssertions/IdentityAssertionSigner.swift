@@ -1,4 +1,5 @@
 import Foundation
+import IdentityJSON
 import IdentityRuntime
 
 /// Signs ``IdentityAssertion``s as compact JWS (`header.claims.signature`, base64url) with one Ed25519 key,
@@ -21,7 +22,7 @@ public struct IdentityAssertionSigner: Sendable {
         self.keyID = keyID
         self.issuer = issuer
         encodedHeader = Base64URL.encode(
-            AssertionJSON.objectBytes([("alg", .string("EdDSA")), ("kid", .string(keyID)), ("typ", .string("JWT"))]))
+            StrictJSON.objectBytes([("alg", .string("EdDSA")), ("kid", .string(keyID)), ("typ", .string("JWT"))]))
     }
 
     /// The compact JWS of `assertion` (its issuer is replaced by this signer's).

@@ -1,5 +1,6 @@
 import Foundation
 import IdentityCrypto
+import IdentityJSON
 import IdentityRuntime
 
 /// Verifies compact JWS identity assertions (``IdentityAssertion``) from trusted issuers for one audience,
@@ -342,20 +343,20 @@ public final class IdentityAssertionVerifier: Sendable {
         return Checked(assertion: assertion, keyID: keyIDBytes, keyVersion: entry.version)
     }
 
-    private static func object(_ bytes: [UInt8], _ part: String) throws(AssertionError) -> [String: AssertionJSON.Value] {
-        switch AssertionJSON.object(bytes) {
+    private static func object(_ bytes: [UInt8], _ part: String) throws(AssertionError) -> [String: StrictJSON.Value] {
+        switch StrictJSON.object(bytes) {
         case let .success(members): return members
         case let .failure(failure): throw .malformed("the \(part) is not a valid JSON object: \(failure)")
         }
     }
 
-    private static func string(_ claims: [String: AssertionJSON.Value], _ name: String) throws(AssertionError) -> String {
+    private static func string(_ claims: [String: StrictJSON.Value], _ name: String) throws(AssertionError) -> String {
         guard case let .string(value) = claims[name] else { throw .malformed("claims: \(name) missing or not a string") }
         return value
     }
 
     /// An optional string member: absent is `nil`; anything but a string, `null` included, is malformed.
-    private static func optionalString(_ members: [String: AssertionJSON.Value], _ name: String, in part: String) throws(AssertionError) -> String? {
+    private static func optionalString(_ members: [String: StrictJSON.Value], _ name: String, in part: String) throws(AssertionError) -> String? {
         switch members[name] {
         case nil: return nil
         case let .string(value): return value
@@ -363,7 +364,7 @@ public final class IdentityAssertionVerifier: Sendable {
         }
     }
 
-    private static func integer(_ claims: [String: AssertionJSON.Value], _ name: String) throws(AssertionError) -> Int64 {
+    private static func integer(_ claims: [String: StrictJSON.Value], _ name: String) throws(AssertionError) -> Int64 {
         guard case let .integer(value) = claims[name] else { throw .malformed("claims: \(name) missing or not an integer") }
         return value
     }

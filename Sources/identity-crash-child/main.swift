@@ -9,9 +9,6 @@ import Foundation
 import IdentityProtection
 import IdentityRuntime
 import IdentityTesting
-#if canImport(Glibc)
-import Glibc
-#endif
 
 let arguments = CommandLine.arguments
 guard arguments.count == 4, let mode = CrashWorkload.Mode(rawValue: arguments[1]), let seed = UInt64(arguments[3]) else {

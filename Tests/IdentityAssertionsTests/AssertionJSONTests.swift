@@ -1,12 +1,13 @@
 import Foundation
 @testable import IdentityAssertions
+import IdentityJSON
 import IdentityRuntime
 import Testing
 
 @Suite("Signed identity assertions: the strict one-pass JSON reader of header and claims")
 struct AssertionJSONTests {
-    func members(_ text: String) -> [String: AssertionJSON.Value]? {
-        try? AssertionJSON.object(Array(text.utf8)).get()
+    func members(_ text: String) -> [String: StrictJSON.Value]? {
+        try? StrictJSON.object(Array(text.utf8)).get()
     }
 
     @Test("strings, integers, string arrays, null and other values; white space around tokens")
@@ -42,7 +43,7 @@ struct AssertionJSONTests {
     func invalidUTF8() {
         for bytes: [UInt8] in [[0xC3], [0xFF], [0xED, 0xA0, 0x80], [0xC0, 0xAF]] {
             let text = Array(#"{"a":""#.utf8) + bytes + Array(#""}"#.utf8)
-            #expect((try? AssertionJSON.object(text).get()) == nil)
+            #expect((try? StrictJSON.object(text).get()) == nil)
         }
     }
 
@@ -93,14 +94,14 @@ struct AssertionJSONTests {
         }
         for (index, text) in samples.enumerated() {
             let integer = Int64.random(in: Int64.min...Int64.max, using: &generator)
-            let bytes = AssertionJSON.objectBytes([("a", .string(text)), ("n", .integer(integer)), ("z", .integer(index == 0 ? Int64.min : 0))])
-            let ours = try AssertionJSON.object(bytes).get()
+            let bytes = StrictJSON.objectBytes([("a", .string(text)), ("n", .integer(integer)), ("z", .integer(index == 0 ? Int64.min : 0))])
+            let ours = try StrictJSON.object(bytes).get()
             #expect(ours["a"] == .string(text))
             #expect(ours["n"] == .integer(integer))
             let foundation = try #require(try JSONSerialization.jsonObject(with: Data(bytes)) as? [String: Any])
             #expect(foundation["a"] as? String == text)
         }
-        #expect(String(decoding: AssertionJSON.objectBytes([("k", .string(awkward))]), as: UTF8.self)
+        #expect(String(decoding: StrictJSON.objectBytes([("k", .string(awkward))]), as: UTF8.self)
             == #"{"k":"\u0000\u0001\u0002\u0003\u0004\u0005\u0006\u0007\b\t\n\u000b\f\r\u000e\u000f\u0010\u0011\u0012\u0013\u0014\u0015\u0016\u0017\u0018\u0019\u001a\u001b\u001c\u001d\u001e\u001f\"\\/é😀"# + "\u{7F}" + #""}"#)
     }
 

@@ -4,6 +4,7 @@ import IdentityHTTP
 import IdentityPolicy
 import IdentityProtection
 import IdentityRuntime
+import IdentityTesting
 import Testing
 
 /// One pinned document of `Integrations/identity-problems.json`: what both middlewares answer for a case.
@@ -97,7 +98,7 @@ struct ProblemVocabularyTests {
 
     @Test("policyUnavailable(for:in:): the problem until the policy source has loaded, nil after")
     func policyUnavailableForAccount() {
-        let source = UnloadedSource()
+        let source = LatePolicySource()
         let policies = PolicyManager(policySource: source)
         let problem = IdentityHTTPProblem.policyUnavailable(for: "alice@contoso.com", in: policies)
         #expect(problem?.code == "policy-unavailable" && problem?.status == 503 && problem?.account == "alice@contoso.com")
@@ -166,25 +167,5 @@ struct TokenRulesTests {
     func joinedAuthorization() throws {
         #expect(try found([], authorization: "Bearer x.y.z, Bearer u.v.w").get().token == "x.y.z, Bearer u.v.w")
         #expect(throws: IdentityHTTPProblem.missingToken()) { try found([], authorization: "Basic dXNlcg==, Bearer x.y.z").get() }
-    }
-}
-
-/// A policy source with no policies until ``load()``.
-final class UnloadedSource: PolicySource {
-    private let state = LockedValue<(loaded: Bool, handler: (@Sendable () -> Void)?)>((false, nil))
-
-    var policies: PolicySet { .empty }
-    var hasLoaded: Bool { state.withLock { $0.loaded } }
-
-    func setChangeHandler(_ handler: (@Sendable () -> Void)?) {
-        state.withLock { $0.handler = handler }
-    }
-
-    func load() {
-        let handler = state.withLock { state in
-            state.loaded = true
-            return state.handler
-        }
-        handler?()
     }
 }

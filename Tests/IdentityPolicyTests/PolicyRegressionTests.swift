@@ -2,54 +2,14 @@ import Foundation
 @testable import IdentityPolicy
 import IdentityProtection
 import IdentityRuntime
+import IdentityTesting
 import Testing
-
-/// A source whose first read completes in the background (as PostgresPolicySource's does) right after the
-/// manager read `policies` and before it reads `hasLoaded`: the interleaving is forced, deterministically, by
-/// finishing the load inside the first `policies` read, after its value was taken.
-final class BackgroundLoadSource: PolicySource {
-    private struct State {
-        var policies = PolicySet()
-        var loaded = false
-        var handler: (@Sendable () -> Void)?
-        var armed = true
-    }
-
-    private let state = LockedValue(State())
-    let tenants: [TenantID: Policy]
-
-    init(tenants: [TenantID: Policy]) { self.tenants = tenants }
-
-    var policies: PolicySet {
-        let (snapshot, fire) = state.withLock { state -> (PolicySet, Bool) in
-            defer { state.armed = false }
-            return (state.policies, state.armed)
-        }
-        if fire { load() }   // the background read finishes now
-        return snapshot
-    }
-
-    var hasLoaded: Bool { state.withLock { $0.loaded } }
-
-    func setChangeHandler(_ handler: (@Sendable () -> Void)?) {
-        state.withLock { $0.handler = handler }
-    }
-
-    func load() {
-        let handler = state.withLock { state in
-            state.policies = PolicySet(accounts: [:], tenants: tenants)
-            state.loaded = true
-            return state.handler
-        }
-        handler?()
-    }
-}
 
 @Suite("Policy manager regressions found by an adversarial review: load races, blocked readers, copies across tenants")
 struct PolicyRegressionTests {
     @Test("P1 a source that finishes loading between the manager's reads of `policies` and `hasLoaded` (init)")
     func loadRaceAtInit() throws {
-        let source = BackgroundLoadSource(tenants: ["contoso.com": ownedPolicy("contoso")])
+        let source = LatePolicySource(loadingAfterFirstRead: PolicySet(tenants: ["contoso.com": ownedPolicy("contoso")]))
         let f = try UnavailableFixture(source: source)
         #expect(source.hasLoaded)
         // The source has contoso's policy: alice must be managed, or every access refused with 115.
@@ -67,8 +27,8 @@ struct PolicyRegressionTests {
 
     @Test("P1b the same interleaving through the policySource setter (stale reload overwrites the fresh one)")
     func loadRaceAtSetter() throws {
-        let f = try UnavailableFixture(source: LateSource())
-        let source = BackgroundLoadSource(tenants: ["contoso.com": ownedPolicy("contoso")])
+        let f = try UnavailableFixture(source: LatePolicySource())
+        let source = LatePolicySource(loadingAfterFirstRead: PolicySet(tenants: ["contoso.com": ownedPolicy("contoso")]))
         f.manager.policySource = source
         #expect(source.hasLoaded)
         let managed = f.manager.isManaged(alice)
@@ -113,7 +73,7 @@ struct PolicyRegressionTests {
 /// The same race with a real background thread: the source's first read finishes on another thread while the
 /// manager's initializer is between its read of `policies` (slow: 50 ms) and its read of `hasLoaded`.
 final class SlowReadSource: PolicySource, @unchecked Sendable {
-    private let inner = LateSource()
+    private let inner = LatePolicySource()
     private let tenants: [TenantID: Policy]
     init(tenants: [TenantID: Policy]) { self.tenants = tenants }
     var policies: PolicySet {

@@ -2,34 +2,8 @@ import Foundation
 @testable import IdentityPolicy
 import IdentityProtection
 import IdentityRuntime
+import IdentityTesting
 import Testing
-
-/// A source whose policies arrive later, as a database's do: until `load` it has not loaded.
-final class LateSource: PolicySource {
-    private struct State {
-        var policies = PolicySet()
-        var loaded = false
-        var handler: (@Sendable () -> Void)?
-    }
-
-    private let state = LockedValue(State())
-
-    var policies: PolicySet { state.withLock { $0.policies } }
-    var hasLoaded: Bool { state.withLock { $0.loaded } }
-
-    func setChangeHandler(_ handler: (@Sendable () -> Void)?) {
-        state.withLock { $0.handler = handler }
-    }
-
-    func load(_ policies: [Identity: Policy] = [:], tenants: [TenantID: Policy] = [:]) {
-        let handler = state.withLock { state in
-            state.policies = PolicySet(accounts: policies, tenants: tenants)
-            state.loaded = true
-            return state.handler
-        }
-        handler?()
-    }
-}
 
 /// The managers and a file over one policy manager, in a fresh directory.
 struct UnavailableFixture {
@@ -57,7 +31,7 @@ struct UnavailableFixture {
 struct PolicyUnavailableTests {
     @Test("before the source loads: creating, reading and transferring owned data are refused with 115; nothing is written")
     func refusedUntilLoaded() throws {
-        let source = LateSource()
+        let source = LatePolicySource()
         let f = try UnavailableFixture(source: source)
         // An envelope of alice made elsewhere with the same keys (so only the access check stands in the way).
         let elsewhere = DataProtectionManager(keyStore: f.keys, policy: StaticManagedIdentityPolicy(managed: [alice], dataIsolation: false))
@@ -92,7 +66,7 @@ struct PolicyUnavailableTests {
 
     @Test("a source that loads with no policy at all still ends the refusals")
     func loadedEmpty() throws {
-        let source = LateSource()
+        let source = LatePolicySource()
         let f = try UnavailableFixture(source: source)
         #expect(f.code { _ = try f.data.protect(Data("x".utf8), owner: alice) } == 115)
         source.load()
@@ -136,7 +110,7 @@ struct PolicyUnavailableTests {
 struct AdmissionBeforeLoadTests {
     @Test("nobody but the unmanaged identity is admitted until the first load; afterwards the same call is")
     func refusedUntilLoaded() async throws {
-        let source = LateSource()
+        let source = LatePolicySource()
         let manager = PolicyManager(policySource: source)
         let alice: Identity = "alice@contoso.com"
         let ran = LockedValue(0)

@@ -2,11 +2,8 @@ import Foundation
 @testable import IdentityPolicy
 import IdentityProtection
 import IdentityRuntime
+import IdentityTesting
 import Testing
-#if canImport(Glibc)
-import Glibc
-#endif
-
 /// Holes an adversarial review of the gate found (PolicyManager), each asserted closed.
 @Suite("Review regressions: handles, copies of envelopes, unloaded sources, wipes")
 struct ReviewRegressionTests {
@@ -95,7 +92,7 @@ struct ReviewRegressionTests {
 
     @Test("before the policy source loads, the file-to-file streams and removeFiles refuse with 115 and write nothing")
     func unloadedSource() throws {
-        let source = LateSource()
+        let source = LatePolicySource()
         let f = try UnavailableFixture(source: source)
         let root = f.directory.file("root")
         let src = root + "/unowned"

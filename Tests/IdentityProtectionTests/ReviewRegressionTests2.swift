@@ -2,13 +2,6 @@ import Foundation
 import IdentityProtection
 import IdentityRuntime
 import Testing
-#if canImport(Glibc)
-import Glibc
-#elseif canImport(Musl)
-import Musl
-#elseif canImport(Darwin)
-import Darwin
-#endif
 
 /// Holes an adversarial review of the gate found (file-to-file streams, ProtectedFile, the runtime's own
 /// directories, removeFiles, links), each asserted closed, and the attacks that held, kept as tests.

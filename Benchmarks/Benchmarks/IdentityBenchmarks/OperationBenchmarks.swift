@@ -64,84 +64,53 @@ func registerOperationBenchmarks() {
     }
 }
 
-/// A minimal synchronous `Operation` subclass.
-private final class SumOperation: Operation, @unchecked Sendable {
-    private let value: Int
-    private let sink: Sink
-    private let lock: NSLock
+/// What every benchmarked operation does in `main()`: adds its value to the shared sink under the lock.
+private struct SumWork {
+    let value: Int
+    let sink: Sink
+    let lock: NSLock
 
-    init(_ value: Int, into sink: Sink, lock: NSLock) {
-        self.value = value
-        self.sink = sink
-        self.lock = lock
-    }
-
-    override func main() {
+    func run() {
         lock.lock()
         sink.add(value)
         lock.unlock()
     }
+}
+
+/// A minimal synchronous `Operation` subclass.
+private final class SumOperation: Operation, @unchecked Sendable {
+    private let work: SumWork
+
+    init(_ value: Int, into sink: Sink, lock: NSLock) { work = SumWork(value: value, sink: sink, lock: lock) }
+
+    override func main() { work.run() }
 }
 
 /// The TaskLocal peer: captures the task-local when created, rebinds it in `main()`.
 private final class PeerTaskLocalSumOperation: Operation, @unchecked Sendable {
-    private let value: Int
-    private let sink: Sink
-    private let lock: NSLock
+    private let work: SumWork
     private let captured = BareTaskLocal.value
 
-    init(_ value: Int, into sink: Sink, lock: NSLock) {
-        self.value = value
-        self.sink = sink
-        self.lock = lock
-    }
+    init(_ value: Int, into sink: Sink, lock: NSLock) { work = SumWork(value: value, sink: sink, lock: lock) }
 
-    override func main() {
-        BareTaskLocal.$value.withValue(captured) {
-            lock.lock()
-            sink.add(value)
-            lock.unlock()
-        }
-    }
+    override func main() { BareTaskLocal.$value.withValue(captured) { work.run() } }
 }
 
 /// The ServiceContext peer: captures the current context when created, rebinds it in `main()`.
 private final class PeerServiceContextSumOperation: Operation, @unchecked Sendable {
-    private let value: Int
-    private let sink: Sink
-    private let lock: NSLock
+    private let work: SumWork
     private let captured = ServiceContext.current
 
-    init(_ value: Int, into sink: Sink, lock: NSLock) {
-        self.value = value
-        self.sink = sink
-        self.lock = lock
-    }
+    init(_ value: Int, into sink: Sink, lock: NSLock) { work = SumWork(value: value, sink: sink, lock: lock) }
 
-    override func main() {
-        ServiceContext.withValue(captured) {
-            lock.lock()
-            sink.add(value)
-            lock.unlock()
-        }
-    }
+    override func main() { ServiceContext.withValue(captured) { work.run() } }
 }
 
 /// The same operation on the runtime's base class.
 private final class IdentitySumOperation: IdentityOperation, @unchecked Sendable {
-    private let value: Int
-    private let sink: Sink
-    private let lock: NSLock
+    private let work: SumWork
 
-    init(_ value: Int, into sink: Sink, lock: NSLock) {
-        self.value = value
-        self.sink = sink
-        self.lock = lock
-    }
+    init(_ value: Int, into sink: Sink, lock: NSLock) { work = SumWork(value: value, sink: sink, lock: lock) }
 
-    override func main() {
-        lock.lock()
-        sink.add(value)
-        lock.unlock()
-    }
+    override func main() { work.run() }
 }

@@ -1,4 +1,5 @@
 import Foundation
+import IdentityJSON
 
 /// A JSON value as written, with no coercions: `true` is not `1`, `1` is not `"1"`. The base of the strict
 /// readers of settings files and policy documents.
@@ -51,16 +52,34 @@ public enum JSONValue: Sendable, Hashable, Decodable, CustomStringConvertible {
         }
     }
 
-    /// Parses `data` as one JSON object.
+    /// Parses `data` as one JSON object, with the package's strict reader (`StrictJSON` with its `document` limits):
+    /// a member name given twice, invalid UTF-8, a lone surrogate, a number out of the range of a `Double` and
+    /// nesting deeper than 512 levels are `JSONReadError.malformed`.
     static func parseObject(_ data: Data) throws(JSONReadError) -> [String: JSONValue] {
-        let value: JSONValue
-        do {
-            value = try JSONDecoder().decode(JSONValue.self, from: data)
-        } catch {
-            throw .malformed(String(describing: error))
+        switch StrictJSON.value(Array(data), limits: .document) {
+        case let .failure(failure):
+            throw .malformed(failure.description)
+        case let .success(value):
+            let value = JSONValue(value)
+            guard case let .object(members) = value else { throw .notAnObject(found: value.typeName) }
+            return members
         }
-        guard case let .object(members) = value else { throw .notAnObject(found: value.typeName) }
-        return members
+    }
+
+    /// The value the strict reader read with `keepsEverything`, which never gives `other`.
+    private init(_ value: StrictJSON.Value) {
+        switch value {
+        case .null: self = .null
+        case .other: preconditionFailure("a reader that keeps every value gave `other`")
+        case let .bool(flag): self = .bool(flag)
+        case let .number(number): self = .number(number)
+        case let .integer(number): self = .number(Double(number))
+        case let .string(text): self = .string(text)
+        case let .strings(texts): self = .array(texts.map(JSONValue.string))
+        case let .array(elements): self = .array(elements.map(JSONValue.init))
+        case let .object(members): self = .object(members.mapValues(JSONValue.init))
+        case let .objects(objects): self = .array(objects.map { .object($0.mapValues(JSONValue.init)) })
+        }
     }
 }
 

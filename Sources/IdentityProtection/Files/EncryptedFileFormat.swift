@@ -139,7 +139,7 @@ enum EncryptedFileFormat {
 
     /// Opens the file at `path` and reads its header. `nil`: not an encrypted file.
     static func header(atPath path: String) throws(ProtectionError) -> Header? {
-        let fd = try POSIX.openFile(path, O_RDONLY)
+        let fd = try POSIX.openForReading(path)
         defer { POSIX.closeFile(fd) }
         return try readHeader(fd, path: path)
     }
@@ -307,10 +307,3 @@ enum EncryptedFileFormat {
     }
 }
 
-#if canImport(Glibc)
-import Glibc
-#elseif canImport(Musl)
-import Musl
-#elseif canImport(Darwin)
-import Darwin
-#endif

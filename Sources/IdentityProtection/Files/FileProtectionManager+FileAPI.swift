@@ -1,12 +1,5 @@
 import Foundation
 import IdentityRuntime
-#if canImport(Glibc)
-import Glibc
-#elseif canImport(Musl)
-import Musl
-#elseif canImport(Darwin)
-import Darwin
-#endif
 
 extension FileProtectionManager {
     /// Creates or replaces the file at `path` with `contents`, atomically, owned by the caller's

@@ -1,12 +1,5 @@
 import Foundation
 import IdentityRuntime
-#if canImport(Glibc)
-import Glibc
-#elseif canImport(Musl)
-import Musl
-#elseif canImport(Darwin)
-import Darwin
-#endif
 
 /// The owner index: file owners for file systems without user extended attributes.
 ///

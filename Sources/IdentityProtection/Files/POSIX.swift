@@ -17,6 +17,11 @@ enum POSIX {
         .ioFailure(path: path, operation: operation, errno: code)
     }
 
+    /// ``openFile(_:_:mode:)`` for reading.
+    static func openForReading(_ path: String) throws(ProtectionError) -> Int32 {
+        try openFile(path, O_RDONLY)
+    }
+
     /// `open(2)`, retrying on `EINTR`, close-on-exec.
     static func openFile(_ path: String, _ flags: Int32, mode: mode_t = 0o600) throws(ProtectionError) -> Int32 {
         while true {

@@ -1,12 +1,5 @@
 import Foundation
 import IdentityRuntime
-#if canImport(Glibc)
-import Glibc
-#elseif canImport(Musl)
-import Musl
-#elseif canImport(Darwin)
-import Darwin
-#endif
 
 /// A file opened for random-access reads and writes, encrypted at rest in authenticated chunks when its
 /// owner's policy requires it, and in the clear otherwise (the analog of the Intune App SDK's

@@ -1,12 +1,5 @@
 import Foundation
 import IdentityRuntime
-#if canImport(Glibc)
-import Glibc
-#elseif canImport(Musl)
-import Musl
-#elseif canImport(Darwin)
-import Darwin
-#endif
 
 /// The accounts whose removal (``FileProtectionManager/removeFiles(ownedBy:)``) has started and not finished:
 /// `wipes.journal` in the state directory, a JSON document `{"format": 1, "accounts": ["…", …]}` replaced
@@ -88,29 +81,35 @@ struct WipeJournal: Sendable {
 ///
 /// A removal blocks on a condition variable that every ended creation signals: it wakes when the last of its
 /// creations ends, with no polling.
-final class CreationTracker: @unchecked Sendable {
-    // `nextTicket` and `inFlight` are reached only while `condition` is locked.
-    private let condition = NSCondition()
-    private var nextTicket: UInt64 = 0
-    private var inFlight: [Identity: Set<UInt64>] = [:]
+final class CreationTracker: Sendable {
+    private struct State {
+        var nextTicket: UInt64 = 0
+        var inFlight: [Identity: Set<UInt64>] = [:]
+
+        /// Whether a creation for one of `owners` with a ticket up to `horizon` is in flight.
+        func isBusy(_ owners: Set<Identity>, upTo horizon: UInt64) -> Bool {
+            owners.contains { owner in inFlight[owner]?.contains { $0 <= horizon } == true }
+        }
+    }
+
+    private let state = LockedCondition(State())
 
     /// Registers a creation for `owner`; pass the ticket to ``end(_:ticket:)``.
     func begin(_ owner: Identity) -> UInt64 {
-        condition.lock()
-        defer { condition.unlock() }
-        nextTicket += 1
-        inFlight[owner, default: []].insert(nextTicket)
-        return nextTicket
+        state.withLock { state in
+            state.nextTicket += 1
+            state.inFlight[owner, default: []].insert(state.nextTicket)
+            return state.nextTicket
+        }
     }
 
     /// Ends the creation `ticket` of `owner` and wakes the removals waiting, which check whether it was the
     /// last one they wait for.
     func end(_ owner: Identity, ticket: UInt64) {
-        condition.lock()
-        defer { condition.unlock() }
-        inFlight[owner]?.remove(ticket)
-        if inFlight[owner]?.isEmpty == true { inFlight[owner] = nil }
-        condition.broadcast()
+        state.withLockWakingWaiters { state in
+            state.inFlight[owner]?.remove(ticket)
+            if state.inFlight[owner]?.isEmpty == true { state.inFlight[owner] = nil }
+        }
     }
 
     /// Returns once every creation for any of `owners` that began before this call has finished, or once
@@ -118,26 +117,11 @@ final class CreationTracker: @unchecked Sendable {
     /// - Returns: `false` when the timeout passed with one of those creations still in flight.
     @discardableResult
     func waitUntilIdle(_ owners: Set<Identity>, timeout: Duration? = nil) -> Bool {
-        condition.lock()
-        defer { condition.unlock() }
-        let horizon = nextTicket
-        let deadline = timeout.map { timeout in
-            Date(timeIntervalSinceNow: Double(timeout.components.seconds) + Double(timeout.components.attoseconds) / 1e18)
+        // Creations that begin after this read have later tickets: the wait is not for them.
+        let horizon = state.withLock { $0.nextTicket }
+        return state.withLock(waitingUntil: { !$0.isBusy(owners, upTo: horizon) }, timeout: timeout) { state in
+            !state.isBusy(owners, upTo: horizon)
         }
-        while isBusy(owners, upTo: horizon) {
-            guard let deadline else {
-                condition.wait()
-                continue
-            }
-            // `wait(until:)` is false once the deadline has passed: the creations are looked at one last time.
-            if !condition.wait(until: deadline) { return !isBusy(owners, upTo: horizon) }
-        }
-        return true
-    }
-
-    /// Whether a creation for one of `owners` with a ticket up to `horizon` is in flight (`condition` locked).
-    private func isBusy(_ owners: Set<Identity>, upTo horizon: UInt64) -> Bool {
-        owners.contains { owner in inFlight[owner]?.contains { $0 <= horizon } == true }
     }
 }
 

@@ -1,11 +1,4 @@
 import Foundation
-#if canImport(Glibc)
-import Glibc
-#elseif canImport(Musl)
-import Musl
-#elseif canImport(Darwin)
-import Darwin
-#endif
 
 /// The bridge between the runtime's synchronous entry points and stores that answer asynchronously (a key
 /// store or a policy source that reaches a database or a network).
@@ -92,7 +85,7 @@ public enum StoreBridge {
                 waiter.fulfil(.failure(error))
             }
         }
-        guard let result = waiter.wait(until: Date(timeIntervalSinceNow: timeout.seconds)) else {
+        guard let result = waiter.wait(for: timeout) else {
             task.cancel()
             throw timedOut()
         }
@@ -203,47 +196,46 @@ struct DeferredFetch: @unchecked Sendable {
 
 /// The first of several answers (a fetch, a timer, a cancellation) resumes the continuation; the others are
 /// dropped. An answer that comes before the continuation is installed waits for it.
-private final class FirstAnswer: @unchecked Sendable {
-    // Everything below is reached only while `lock` is held.
-    private let lock = NSLock()
-    private var continuation: CheckedContinuation<any Sendable, Never>?
-    private var early: (any Sendable)?
-    private var resolved = false
-    private var cleanup: (@Sendable () -> Void)?
+private final class FirstAnswer: Sendable {
+    private struct State {
+        var continuation: CheckedContinuation<any Sendable, Never>?
+        var early: (any Sendable)?
+        var resolved = false
+        var cleanup: (@Sendable () -> Void)?
+    }
+
+    private let state = LockedValue(State())
 
     func install(_ continuation: CheckedContinuation<any Sendable, Never>) {
-        lock.lock()
-        if let early {
-            lock.unlock()
-            continuation.resume(returning: early)
-            return
+        let early = state.withLock { state -> (any Sendable)? in
+            if let early = state.early { return early }
+            state.continuation = continuation
+            return nil
         }
-        self.continuation = continuation
-        lock.unlock()
+        if let early { continuation.resume(returning: early) }
     }
 
     func resolve(_ answer: any Sendable) {
-        lock.lock()
-        guard !resolved else { return lock.unlock() }
-        resolved = true
-        let continuation = self.continuation
-        self.continuation = nil
-        if continuation == nil { early = answer }
-        let cleanup = self.cleanup
-        lock.unlock()
-        continuation?.resume(returning: answer)
-        cleanup?()
+        typealias Winner = (continuation: CheckedContinuation<any Sendable, Never>?, cleanup: (@Sendable () -> Void)?)
+        let winner = state.withLock { state -> Winner? in
+            guard !state.resolved else { return nil }
+            state.resolved = true
+            let continuation = state.continuation
+            state.continuation = nil
+            if continuation == nil { state.early = answer }
+            return (continuation, state.cleanup)
+        }
+        guard let winner else { return }
+        winner.continuation?.resume(returning: answer)
+        winner.cleanup?()
     }
 
     func onResolved(_ cleanup: @escaping @Sendable () -> Void) {
-        lock.lock()
-        if resolved {
-            lock.unlock()
-            cleanup()
-            return
+        let resolved = state.withLock { state in
+            if !state.resolved { state.cleanup = cleanup }
+            return state.resolved
         }
-        self.cleanup = cleanup
-        lock.unlock()
+        if resolved { cleanup() }
     }
 }
 
@@ -284,34 +276,17 @@ struct NonBlockingRun {
     }
 }
 
-extension Duration {
-    /// The duration in seconds.
-    var seconds: Double {
-        Double(components.seconds) + Double(components.attoseconds) / 1e18
-    }
-}
-
 /// A one-shot slot a thread blocks on until another fills it (a condition variable, with a deadline).
-private final class BlockingWaiter<Value: Sendable>: @unchecked Sendable {
-    // `value` is reached only while `condition` is locked.
-    private let condition = NSCondition()
-    private var value: Value?
+private final class BlockingWaiter<Value: Sendable>: Sendable {
+    private let slot = LockedCondition<Value?>(nil)
 
     func fulfil(_ value: Value) {
-        condition.lock()
-        self.value = value
-        condition.broadcast()
-        condition.unlock()
+        slot.withLockWakingWaiters { $0 = value }
     }
 
-    /// The value, or `nil` when `deadline` passed first.
-    func wait(until deadline: Date) -> Value? {
-        condition.lock()
-        defer { condition.unlock() }
-        while value == nil {
-            if !condition.wait(until: deadline) { break }
-        }
-        return value
+    /// The value, or `nil` when `timeout` passed first.
+    func wait(for timeout: Duration) -> Value? {
+        slot.withLock(waitingUntil: { $0 != nil }, timeout: timeout) { $0 }
     }
 }
 
@@ -319,11 +294,13 @@ private final class BlockingWaiter<Value: Sendable>: @unchecked Sendable {
 /// task ends, then exits. A fetch that blocks, or waits on another store, holds only this thread (on Linux,
 /// libdispatch counts a worker blocked in a wait as busy until its monitor notices, so fetches queued behind
 /// blocked GCD workers, and the cooperative pool beside them, could stall for most of a second).
-private final class SingleTaskThreadExecutor: TaskExecutor, @unchecked Sendable {
-    // `jobs` and `finished` are reached only while `condition` is locked.
-    private let condition = NSCondition()
-    private var jobs: [UnownedJob] = []
-    private var finished = false
+private final class SingleTaskThreadExecutor: TaskExecutor, Sendable {
+    private struct Queue {
+        var jobs: [UnownedJob] = []
+        var finished = false
+    }
+
+    private let queue = LockedCondition(Queue())
 
     init() {
         let thread = Thread { [self] in self.serve() }
@@ -333,32 +310,24 @@ private final class SingleTaskThreadExecutor: TaskExecutor, @unchecked Sendable 
 
     func enqueue(_ job: consuming ExecutorJob) {
         let job = UnownedJob(job)
-        condition.lock()
-        jobs.append(job)
-        condition.signal()
-        condition.unlock()
+        queue.withLockWakingWaiters { $0.jobs.append(job) }
     }
 
     /// The task is over: the thread exits once its queue is empty.
     func finish() {
-        condition.lock()
-        finished = true
-        condition.signal()
-        condition.unlock()
+        queue.withLockWakingWaiters { $0.finished = true }
     }
 
     private func serve() {
         let executor = asUnownedTaskExecutor()
         while true {
-            condition.lock()
-            while jobs.isEmpty && !finished { condition.wait() }
-            if jobs.isEmpty && finished {
-                condition.unlock()
-                return
+            // The jobs queued so far; `nil` once the queue is empty and finished.
+            let batch = queue.withLock(waitingUntil: { !$0.jobs.isEmpty || $0.finished }) { queue -> [UnownedJob]? in
+                if queue.jobs.isEmpty { return nil }
+                defer { queue.jobs = [] }
+                return queue.jobs
             }
-            let batch = jobs
-            jobs = []
-            condition.unlock()
+            guard let batch else { return }
             for job in batch { job.runSynchronously(on: executor) }
         }
     }

@@ -20,17 +20,11 @@ package final class LockedValue<Value> {
 
     package init(_ value: Value) {
         self.value = value
-        mutex = .allocate(capacity: 1)
-        mutex.initialize(to: pthread_mutex_t())
-        let status = pthread_mutex_init(mutex, nil)
-        precondition(status == 0, "pthread_mutex_init failed with \(status)")
+        mutex = .pthreadObject(pthread_mutex_t(), "pthread_mutex_init") { pthread_mutex_init($0, nil) }
     }
 
     deinit {
-        let status = pthread_mutex_destroy(mutex)
-        precondition(status == 0, "pthread_mutex_destroy failed with \(status)")
-        mutex.deinitialize(count: 1)
-        mutex.deallocate()
+        mutex.destroyPthreadObject("pthread_mutex_destroy", pthread_mutex_destroy)
     }
 
     /// Runs `body` with exclusive access to the value; the lock is released on return and on throw.

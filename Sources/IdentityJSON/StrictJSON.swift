@@ -1,22 +1,27 @@
-/// A strict reader of the JSON objects in a JWS header and JWT claims (RFC 8259), in one pass over the bytes:
-/// the verifier's replacement for `JSONSerialization` followed by `JSONDecoder` (two parses and a `Data` copy
-/// each), which cost more than the signature check itself.
+/// The package's one strict JSON reader (RFC 8259), in one pass over the bytes, and the writer of the objects
+/// it reads back. It reads the JSON objects in a JWS header and JWT claims (IdentityAssertions: the verifier's
+/// replacement for `JSONSerialization` followed by `JSONDecoder`, two parses and a `Data` copy each, which
+/// cost more than the signature check itself), JWKS documents, and policy documents and runtime settings
+/// (IdentityPolicy's `JSONValue`, with ``Limits/document``).
 ///
-/// Stricter than those, never looser:
-/// - the text is one JSON object, optionally surrounded by JSON white space (space, tab, LF, CR), in UTF-8
-///   (no byte-order mark, no UTF-16 or UTF-32 detection); invalid UTF-8 in a string is refused;
+/// Stricter than `JSONSerialization` and `JSONDecoder`, never looser:
+/// - the text is one JSON object (or, with ``value(_:limits:)``, one JSON value), optionally surrounded by JSON
+///   white space (space, tab, LF, CR), in UTF-8 (no UTF-16 or UTF-32 detection; a byte-order mark only with
+///   ``Limits/allowsByteOrderMark``); invalid UTF-8 in a string is refused;
 /// - a member name that occurs twice is refused (RFC 7515 §5.2, RFC 7519 §4: a parser that keeps the last
 ///   one and a parser that keeps the first would disagree on what was signed);
 /// - strings: no unescaped control characters, only the escapes of RFC 8259 §7, `\u` surrogates only in
 ///   valid pairs;
 /// - numbers follow the grammar of RFC 8259 §6; ``Value/integer(_:)`` only for an integer without fraction or
-///   exponent that fits `Int64` (a claim such as `exp` given as `1.8e9` is refused as malformed);
+///   exponent that fits `Int64` (a claim such as `exp` given as `1.8e9` is refused as malformed); with
+///   ``Limits/keepsEverything`` every number is a ``Value/number(_:)``, and one that is not a finite `Double`
+///   (`1e400`) is refused;
 /// - nesting deeper than ``maximumDepth`` is refused (or the depth of the ``Limits`` given).
 /// Member values the verifier does not read are checked for syntax, then dropped (``Value/other``). A reader
-/// of JWKS documents (``AssertionKeySet``) asks for nested objects too (``Limits/keepsObjects``), and for limits
-/// on the length of strings and numbers.
-enum AssertionJSON {
-    enum Value: Equatable {
+/// of JWKS documents (`AssertionKeySet`) asks for nested objects too (``Limits/keepsObjects``), and for limits
+/// on the length of strings and numbers; a reader of documents (``Limits/document``) keeps every value.
+package enum StrictJSON {
+    package enum Value: Equatable, Sendable {
         case string(String)
         case integer(Int64)
         /// An array whose elements are all strings (e.g. `aud`).
@@ -26,49 +31,98 @@ enum AssertionJSON {
         case object([String: Value])
         /// A non-empty array whose elements are all objects (only with ``Limits/keepsObjects``; else ``other``).
         case objects([[String: Value]])
-        /// Any other value (a boolean, a non-integer number, an object, an array with a non-string).
+        /// Any other value (a boolean, a non-integer number, an object, an array with a non-string), unless
+        /// ``Limits/keepsEverything``.
         case other
+        /// A boolean (only with ``Limits/keepsEverything``; else ``other``).
+        case bool(Bool)
+        /// A number, whatever its form (only with ``Limits/keepsEverything``, and then for every number).
+        case number(Double)
+        /// An array, whatever its elements (only with ``Limits/keepsEverything``, and then for every array).
+        case array([Value])
     }
 
-    static let maximumDepth = 16
+    /// The nesting a token's header and claims may have.
+    package static let maximumDepth = 16
 
     /// What the reader accepts beyond the grammar.
-    struct Limits {
+    package struct Limits: Sendable {
         /// Objects and arrays nested deeper than this are refused.
-        var maximumDepth = AssertionJSON.maximumDepth
+        package var maximumDepth: Int
         /// Strings (member names and values) longer than this many bytes, as written, are refused.
-        var maximumStringLength = Int.max
+        package var maximumStringLength: Int
         /// Numbers longer than this many characters are refused.
-        var maximumNumberLength = Int.max
+        package var maximumNumberLength: Int
         /// Numbers other than integers that fit `Int64` (a fraction, an exponent, more digits) are refused.
-        var integersOnly = false
+        package var integersOnly: Bool
         /// Nested objects are kept (``Value/object(_:)``, ``Value/objects(_:)``) instead of dropped.
-        var keepsObjects = false
+        package var keepsObjects: Bool
+        /// Every value is kept as written: booleans (``Value/bool(_:)``), every number (``Value/number(_:)``),
+        /// every array (``Value/array(_:)``) and every object (``Value/object(_:)``); nothing is ``Value/other``.
+        package var keepsEverything: Bool
+        /// A UTF-8 byte-order mark before the text is skipped instead of refused.
+        package var allowsByteOrderMark: Bool
+
+        package init(
+            maximumDepth: Int = StrictJSON.maximumDepth, maximumStringLength: Int = .max, maximumNumberLength: Int = .max,
+            integersOnly: Bool = false, keepsObjects: Bool = false, keepsEverything: Bool = false,
+            allowsByteOrderMark: Bool = false
+        ) {
+            self.maximumDepth = maximumDepth
+            self.maximumStringLength = maximumStringLength
+            self.maximumNumberLength = maximumNumberLength
+            self.integersOnly = integersOnly
+            self.keepsObjects = keepsObjects || keepsEverything
+            self.keepsEverything = keepsEverything
+            self.allowsByteOrderMark = allowsByteOrderMark
+        }
 
         /// A token's header and claims: the token's own length bounds everything.
-        static let token = Limits()
+        package static let token = Limits()
+
+        /// A document a person writes (a policy document, the runtime settings): every value kept, nesting up
+        /// to 512 levels (as `JSONSerialization`), a UTF-8 byte-order mark skipped (as `JSONDecoder` does).
+        package static let document = Limits(maximumDepth: 512, keepsEverything: true, allowsByteOrderMark: true)
     }
 
-    /// The members of the object `bytes` holds, or the reason it is refused (for ``AssertionError/malformed(_:)``).
-    static func object(_ bytes: [UInt8], limits: Limits = .token) -> Result<[String: Value], Failure> {
+    /// The members of the object `bytes` holds, or the reason it is refused (for IdentityAssertions'
+    /// `AssertionError.malformed(_:)`).
+    package static func object(_ bytes: [UInt8], limits: Limits = .token) -> Result<[String: Value], Failure> {
+        read(bytes, limits: limits, as: "object") { (reader: inout Reader) throws(Failure) in
+            guard reader.peek() == UInt8(ascii: "{") else { throw Failure("not a JSON object") }
+            return try reader.readObject(depth: 1)
+        }
+    }
+
+    /// The one JSON value `bytes` holds, whatever its type, or the reason it is refused.
+    package static func value(_ bytes: [UInt8], limits: Limits = .document) -> Result<Value, Failure> {
+        read(bytes, limits: limits, as: "value") { (reader: inout Reader) throws(Failure) in try reader.readValue(depth: 0) }
+    }
+
+    /// What `body` reads from `bytes` after a byte-order mark (if the limits allow one) and white space; text
+    /// after it, other than white space, is refused.
+    private static func read<Read>(
+        _ bytes: [UInt8], limits: Limits, as kind: String, _ body: (inout Reader) throws(Failure) -> Read
+    ) -> Result<Read, Failure> {
         bytes.withUnsafeBufferPointer { buffer in
             var reader = Reader(bytes: buffer, limits: limits)
             do throws(Failure) {
+                reader.skipByteOrderMark()
                 reader.skipWhiteSpace()
-                guard reader.peek() == UInt8(ascii: "{") else { throw Failure("not a JSON object") }
-                let members = try reader.readObject(depth: 1)
+                let result = try body(&reader)
                 reader.skipWhiteSpace()
-                guard reader.index == buffer.count else { throw Failure("text after the JSON object") }
-                return .success(members)
+                guard reader.index == buffer.count else { throw Failure("text after the JSON \(kind)") }
+                return .success(result)
             } catch {
                 return .failure(error)
             }
         }
     }
 
-    struct Failure: Error, Equatable, CustomStringConvertible {
-        let description: String
-        init(_ description: String) { self.description = description }
+    /// Why a text is refused, in words.
+    package struct Failure: Error, Equatable, CustomStringConvertible {
+        package let description: String
+        package init(_ description: String) { self.description = description }
     }
 
     private struct Reader {
@@ -77,6 +131,11 @@ enum AssertionJSON {
         var index = 0
 
         func peek() -> UInt8? { index < bytes.count ? bytes[index] : nil }
+
+        mutating func skipByteOrderMark() {
+            guard limits.allowsByteOrderMark, bytes.count >= 3, bytes[0] == 0xEF, bytes[1] == 0xBB, bytes[2] == 0xBF else { return }
+            index = 3
+        }
 
         mutating func skipWhiteSpace() {
             while index < bytes.count {
@@ -134,10 +193,10 @@ enum AssertionJSON {
                 return try readArray(depth: depth + 1)
             case UInt8(ascii: "t"):
                 try readLiteral("true")
-                return .other
+                return limits.keepsEverything ? .bool(true) : .other
             case UInt8(ascii: "f"):
                 try readLiteral("false")
-                return .other
+                return limits.keepsEverything ? .bool(false) : .other
             case UInt8(ascii: "n"):
                 try readLiteral("null")
                 return .null
@@ -162,14 +221,17 @@ enum AssertionJSON {
             try expect(UInt8(ascii: "["))
             var strings: [String]? = []
             var objects: [[String: Value]]? = limits.keepsObjects ? [] : nil
+            var elements: [Value]? = limits.keepsEverything ? [] : nil
             skipWhiteSpace()
             if peek() == UInt8(ascii: "]") {
                 index += 1
-                return .strings([])
+                return elements.map(Value.array) ?? .strings([])
             }
             while true {
                 skipWhiteSpace()
-                switch try readValue(depth: depth) {
+                let element = try readValue(depth: depth)
+                elements?.append(element)
+                switch element {
                 case let .string(element):
                     strings?.append(element)
                     objects = nil
@@ -183,7 +245,9 @@ enum AssertionJSON {
                 skipWhiteSpace()
                 guard let next = peek() else { throw Failure("unterminated array") }
                 index += 1
-                if next == UInt8(ascii: "]") { return strings.map(Value.strings) ?? objects.map(Value.objects) ?? .other }
+                if next == UInt8(ascii: "]") {
+                    return elements.map(Value.array) ?? strings.map(Value.strings) ?? objects.map(Value.objects) ?? .other
+                }
                 guard next == UInt8(ascii: ",") else { throw Failure("expected ',' or ']' at byte \(index - 1)") }
             }
         }
@@ -224,6 +288,14 @@ enum AssertionJSON {
             }
             guard index - start <= limits.maximumNumberLength else {
                 throw Failure("a number longer than \(limits.maximumNumberLength) characters at byte \(start)")
+            }
+            if limits.keepsEverything {
+                // The grammar was checked above, so the standard library reads every text that gets here.
+                guard let number = Double(String(decoding: UnsafeBufferPointer(rebasing: bytes[start..<index]), as: UTF8.self)),
+                      number.isFinite else {
+                    throw Failure("a number out of the range of a Double at byte \(start)")
+                }
+                return .number(number)
             }
             guard integral, fits else {
                 if limits.integersOnly { throw Failure("a number that is not a 64-bit integer at byte \(start)") }
@@ -338,9 +410,9 @@ enum AssertionJSON {
     }
 }
 
-extension AssertionJSON {
+extension StrictJSON {
     /// A member value the signer writes.
-    enum Written {
+    package enum Written {
         case string(String)
         case integer(Int64)
     }
@@ -350,7 +422,7 @@ extension AssertionJSON {
     /// characters (`\b \f \n \r \t`, others as `\u00XX`); `/` and non-ASCII characters are written as they are,
     /// in UTF-8. The output is what ``object(_:)`` reads back member for member. The signer's replacement for
     /// `JSONSerialization`, which cost more than the Ed25519 signature itself.
-    static func objectBytes(_ members: [(name: String, value: Written)]) -> [UInt8] {
+    package static func objectBytes(_ members: [(name: String, value: Written)]) -> [UInt8] {
         var out: [UInt8] = []
         out.reserveCapacity(members.reduce(2) { $0 + $1.name.utf8.count + 24 + ($1.value.stringLength ?? 0) })
         out.append(UInt8(ascii: "{"))
@@ -389,7 +461,7 @@ extension AssertionJSON {
     }
 }
 
-extension AssertionJSON.Written {
+extension StrictJSON.Written {
     fileprivate var stringLength: Int? {
         if case let .string(text) = self { text.utf8.count } else { nil }
     }
