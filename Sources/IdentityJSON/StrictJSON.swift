@@ -2,7 +2,7 @@
 /// it reads back. It reads the JSON objects in a JWS header and JWT claims (IdentityAssertions: the verifier's
 /// replacement for `JSONSerialization` followed by `JSONDecoder`, two parses and a `Data` copy each, which
 /// cost more than the signature check itself), JWKS documents, and policy documents and runtime settings
-/// (IdentityPolicy's `JSONValue`, with ``Limits/document``).
+/// (IdentityPolicy's `AppConfigurationValue`, with ``Limits/document``).
 ///
 /// Stricter than `JSONSerialization` and `JSONDecoder`, never looser:
 /// - the text is one JSON object (or, with ``value(_:limits:)``, one JSON value), optionally surrounded by JSON

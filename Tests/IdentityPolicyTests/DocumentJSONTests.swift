@@ -6,8 +6,18 @@ import Testing
 /// JSON reader: its rules apply to them, and the values come out exactly as written.
 @Suite("Policy documents and settings: the strict JSON reader")
 struct DocumentJSONTests {
-    func parsed(_ text: String) throws(JSONReadError) -> [String: JSONValue] {
-        try JSONValue.parseObject(Data(text.utf8))
+    @Test("the former name JSONValue is the same type as AppConfigurationValue")
+    @available(*, deprecated, message: "names the deprecated alias on purpose")
+    func formerName() throws {
+        let value: JSONValue = .object(["retention": .number(30)])
+        let policy = try PolicyDocument(
+            json: Data(#"{"formatVersion": 1, "account": "alice@contoso.com", "appConfiguration": {"retention": 30}}"#.utf8),
+            path: "alice.json")
+        #expect(AppConfigurationValue.object(policy.policy.appConfiguration) == value)
+    }
+
+    func parsed(_ text: String) throws(JSONReadError) -> [String: AppConfigurationValue] {
+        try AppConfigurationValue.parseObject(Data(text.utf8))
     }
 
     func isMalformed(_ text: String) -> Bool {
@@ -52,7 +62,7 @@ struct DocumentJSONTests {
 
     @Test("invalid UTF-8 in a string is malformed")
     func invalidUTF8() {
-        #expect(throws: JSONReadError.self) { try JSONValue.parseObject(Data([0x7B, 0x22, 0x61, 0x22, 0x3A, 0x22, 0xFF, 0x22, 0x7D])) }
+        #expect(throws: JSONReadError.self) { try AppConfigurationValue.parseObject(Data([0x7B, 0x22, 0x61, 0x22, 0x3A, 0x22, 0xFF, 0x22, 0x7D])) }
     }
 
     @Test("nesting: 512 levels are read, 513 are malformed")
@@ -66,7 +76,7 @@ struct DocumentJSONTests {
 
     @Test("a UTF-8 byte-order mark is skipped, as before")
     func byteOrderMark() throws {
-        #expect(try JSONValue.parseObject(Data([0xEF, 0xBB, 0xBF] + Array(#"{"a": 1}"#.utf8))) == ["a": .number(1)])
+        #expect(try AppConfigurationValue.parseObject(Data([0xEF, 0xBB, 0xBF] + Array(#"{"a": 1}"#.utf8))) == ["a": .number(1)])
     }
 
     @Test("a duplicate key in a policy document or the settings is malformedJSON, never the first or the last value")

@@ -33,7 +33,7 @@ public struct Policy: Sendable, Hashable {
     public var isPINRequired: Bool
     /// Per-identity app configuration: the values an administrator set for this app. In a combined policy,
     /// the keys every account agrees on (keys whose values differ are in ``appConfigurationConflicts``).
-    public var appConfiguration: [String: JSONValue]
+    public var appConfiguration: [String: AppConfigurationValue]
     /// Whether the policy blocks the account (``BlockAccountReason/blockedByPolicy``): its data is refused
     /// and a switch to it is not allowed while this is set.
     public var isAccountBlocked: Bool
@@ -52,7 +52,7 @@ public struct Policy: Sendable, Hashable {
         allowedOpenLocations: OpenLocation = [], isSaveToUnknownLocationAllowed: Bool = false,
         isOpenFromUnknownLocationAllowed: Bool = false, isFileEncryptionRequired: Bool = true,
         notificationPolicy: NotificationPolicy = .allow, isAppSharingAllowed: Bool = false,
-        isPINRequired: Bool = false, appConfiguration: [String: JSONValue] = [:], isAccountBlocked: Bool = false,
+        isPINRequired: Bool = false, appConfiguration: [String: AppConfigurationValue] = [:], isAccountBlocked: Bool = false,
         dataTransfer: DataTransferLevel = .sameTenant
     ) {
         self.identity = identity
@@ -132,7 +132,7 @@ public struct Policy: Sendable, Hashable {
 
     /// The app configuration value for `key`, if the administrator set one (and, in a combined policy, every
     /// account that set it agrees on it).
-    public func appConfigurationValue(forKey key: String) -> JSONValue? {
+    public func appConfigurationValue(forKey key: String) -> AppConfigurationValue? {
         appConfiguration[key]
     }
 }
@@ -142,9 +142,9 @@ public struct AppConfigurationConflict: Sendable, Hashable, CustomStringConverti
     /// The key.
     public var key: String
     /// Each account's value, for the accounts that set the key.
-    public var values: [Identity: JSONValue]
+    public var values: [Identity: AppConfigurationValue]
 
-    public init(key: String, values: [Identity: JSONValue]) {
+    public init(key: String, values: [Identity: AppConfigurationValue]) {
         self.key = key
         self.values = values
     }
@@ -176,8 +176,8 @@ extension Policy {
         guard var combined = restricted.first else { return .unrestricted }
         guard restricted.count > 1 else { return combined }
         var accounts = Set(combined.combinedAccounts.isEmpty ? combined.identity.map { [$0] } ?? [] : combined.combinedAccounts)
-        var settings: [String: [Identity: JSONValue]] = [:]
-        var unattributed: [String: JSONValue] = [:]
+        var settings: [String: [Identity: AppConfigurationValue]] = [:]
+        var unattributed: [String: AppConfigurationValue] = [:]
         for policy in restricted {
             for (key, value) in policy.appConfiguration {
                 if let identity = policy.identity { settings[key, default: [:]][identity] = value } else { unattributed[key] = value }

@@ -41,9 +41,9 @@ public struct PolicyDocument: Sendable, Hashable {
 
     /// Parses the document in `data`; `path` names it in errors.
     public init(json data: Data, path: String) throws(PolicyDocumentError) {
-        let members: [String: JSONValue]
+        let members: [String: AppConfigurationValue]
         do throws(JSONReadError) {
-            members = try JSONValue.parseObject(data)
+            members = try AppConfigurationValue.parseObject(data)
         } catch {
             switch error {
             case let .malformed(reason): throw .malformedJSON(path: path, reason: reason)
@@ -103,7 +103,7 @@ public struct PolicyDocument: Sendable, Hashable {
     }
 
     private struct Reader {
-        let members: [String: JSONValue]
+        let members: [String: AppConfigurationValue]
         let path: String
 
         func bool(_ key: String) throws(PolicyDocumentError) -> Bool? {

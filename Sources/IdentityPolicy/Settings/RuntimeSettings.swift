@@ -75,9 +75,9 @@ public struct RuntimeSettings: Sendable, Hashable {
 
     /// Settings read from the JSON object in `data`.
     public init(json data: Data) throws(RuntimeSettingsError) {
-        let members: [String: JSONValue]
+        let members: [String: AppConfigurationValue]
         do throws(JSONReadError) {
-            members = try JSONValue.parseObject(data)
+            members = try AppConfigurationValue.parseObject(data)
         } catch {
             switch error {
             case let .malformed(reason): throw .malformedJSON(reason: reason)
@@ -153,13 +153,13 @@ public struct RuntimeSettings: Sendable, Hashable {
         try self.init(json: data)
     }
 
-    private static func bool(_ key: String, _ value: JSONValue) throws(RuntimeSettingsError) -> Bool {
+    private static func bool(_ key: String, _ value: AppConfigurationValue) throws(RuntimeSettingsError) -> Bool {
         guard case let .bool(flag) = value else { throw .wrongType(key: key, expected: "a boolean", found: value.typeName) }
         return flag
     }
 
     private static func interval(
-        _ key: String, _ value: JSONValue, zeroAllowed: Bool = false
+        _ key: String, _ value: AppConfigurationValue, zeroAllowed: Bool = false
     ) throws(RuntimeSettingsError) -> TimeInterval {
         guard case let .number(seconds) = value else {
             throw .wrongType(key: key, expected: "a number of seconds", found: value.typeName)

@@ -1,15 +1,16 @@
 import Foundation
 import IdentityJSON
 
-/// A JSON value as written, with no coercions: `true` is not `1`, `1` is not `"1"`. The base of the strict
-/// readers of settings files and policy documents.
-public enum JSONValue: Sendable, Hashable, Decodable, CustomStringConvertible {
+/// A value of a policy's app configuration (``Policy/appConfiguration``): a JSON value as written, with no
+/// coercions: `true` is not `1`, `1` is not `"1"`. Also the base of the strict readers of settings files and
+/// policy documents.
+public enum AppConfigurationValue: Sendable, Hashable, Decodable, CustomStringConvertible {
     case null
     case bool(Bool)
     case number(Double)
     case string(String)
-    case array([JSONValue])
-    case object([String: JSONValue])
+    case array([AppConfigurationValue])
+    case object([String: AppConfigurationValue])
 
     public init(from decoder: any Decoder) throws {
         let container = try decoder.singleValueContainer()
@@ -21,10 +22,10 @@ public enum JSONValue: Sendable, Hashable, Decodable, CustomStringConvertible {
             self = .number(value)
         } else if let value = try? container.decode(String.self) {
             self = .string(value)
-        } else if let value = try? container.decode([JSONValue].self) {
+        } else if let value = try? container.decode([AppConfigurationValue].self) {
             self = .array(value)
         } else {
-            self = .object(try container.decode([String: JSONValue].self))
+            self = .object(try container.decode([String: AppConfigurationValue].self))
         }
     }
 
@@ -55,12 +56,12 @@ public enum JSONValue: Sendable, Hashable, Decodable, CustomStringConvertible {
     /// Parses `data` as one JSON object, with the package's strict reader (`StrictJSON` with its `document` limits):
     /// a member name given twice, invalid UTF-8, a lone surrogate, a number out of the range of a `Double` and
     /// nesting deeper than 512 levels are `JSONReadError.malformed`.
-    static func parseObject(_ data: Data) throws(JSONReadError) -> [String: JSONValue] {
+    static func parseObject(_ data: Data) throws(JSONReadError) -> [String: AppConfigurationValue] {
         switch StrictJSON.value(Array(data), limits: .document) {
         case let .failure(failure):
             throw .malformed(failure.description)
         case let .success(value):
-            let value = JSONValue(value)
+            let value = AppConfigurationValue(value)
             guard case let .object(members) = value else { throw .notAnObject(found: value.typeName) }
             return members
         }
@@ -75,10 +76,10 @@ public enum JSONValue: Sendable, Hashable, Decodable, CustomStringConvertible {
         case let .number(number): self = .number(number)
         case let .integer(number): self = .number(Double(number))
         case let .string(text): self = .string(text)
-        case let .strings(texts): self = .array(texts.map(JSONValue.string))
-        case let .array(elements): self = .array(elements.map(JSONValue.init))
-        case let .object(members): self = .object(members.mapValues(JSONValue.init))
-        case let .objects(objects): self = .array(objects.map { .object($0.mapValues(JSONValue.init)) })
+        case let .strings(texts): self = .array(texts.map(AppConfigurationValue.string))
+        case let .array(elements): self = .array(elements.map(AppConfigurationValue.init))
+        case let .object(members): self = .object(members.mapValues(AppConfigurationValue.init))
+        case let .objects(objects): self = .array(objects.map { .object($0.mapValues(AppConfigurationValue.init)) })
         }
     }
 }
@@ -88,3 +89,7 @@ enum JSONReadError: Error {
     case malformed(String)
     case notAnObject(found: String)
 }
+
+/// The former name of ``AppConfigurationValue``.
+@available(*, deprecated, renamed: "AppConfigurationValue")
+public typealias JSONValue = AppConfigurationValue
