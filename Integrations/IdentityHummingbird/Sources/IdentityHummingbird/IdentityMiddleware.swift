@@ -123,39 +123,25 @@ public struct IdentityMiddleware<Context: IdentityRequestContext>: RouterMiddlew
     /// Steps 1 to 4: the verified identity of `request`, its tenant and its policy, or the problem. Verifying
     /// uses the token up (replay protection). It sets nothing on the request and admits no one.
     public func verify(_ request: Request) throws(IdentityProblem) -> AdmittedIdentity {
-        let (token, source) = try token(of: request)
-        let assertion: IdentityAssertion
-        do { assertion = try verifier.verify(token) } catch {
-            throw IdentityProblem(.token(error, typeBase: problemTypeBase))
-        }
-        let account = assertion.account
-        let known = policies.tenant(for: account)
-        if checksTenant, let claimed = assertion.tenant, known != TenantID(claimed) {
-            throw IdentityProblem(.tenantMismatch(claimed: claimed, known: known.rawValue, typeBase: problemTypeBase))
-        }
-        // Before the source loads, policy(for:) would answer .unrestricted for every account: refuse instead.
-        if let unavailable = IdentityHTTPProblem.policyUnavailable(for: account, in: policies, typeBase: problemTypeBase) {
-            throw IdentityProblem(unavailable)
-        }
-        return AdmittedIdentity(
-            account: account, tenant: known.rawValue, policy: policies.policy(for: account),
-            assertion: assertion, source: source)
-    }
-
-    private func token(of request: Request) throws(IdentityProblem) -> (String, AdmittedIdentity.Source) {
-        let found: IdentityHTTPToken
+        let verified: IdentityHTTPVerification
         do {
             // HTTPFields joins several Authorization lines with ", ": one value, never resolved by picking one.
-            found = try IdentityHTTPToken(
+            let token = try IdentityHTTPToken(
                 assertionHeader: assertionHeader.description, values: request.headers[values: assertionHeader],
                 authorization: request.headers[.authorization], acceptsBearerToken: acceptsBearerToken,
+                problemTypeBase: problemTypeBase)
+            verified = try IdentityHTTPVerification(
+                token: token, verifier: verifier, policies: policies, checksTenant: checksTenant,
                 problemTypeBase: problemTypeBase)
         } catch {
             throw IdentityProblem(error)
         }
-        switch found.source {
-        case .assertionHeader: return (found.token, .assertionHeader)
-        case .bearerToken: return (found.token, .bearerToken)
+        let source: AdmittedIdentity.Source = switch verified.source {
+        case .assertionHeader: .assertionHeader
+        case .bearerToken: .bearerToken
         }
+        return AdmittedIdentity(
+            account: verified.account, tenant: verified.tenant.rawValue, policy: verified.policy,
+            assertion: verified.assertion, source: source)
     }
 }

@@ -129,38 +129,26 @@ public struct IdentityMiddleware: AsyncMiddleware {
     /// Steps 1 to 4: the verified identity of `request`, its tenant and its policy, or the problem. Verifying
     /// uses the token up (replay protection). It sets nothing on the request and admits no one.
     public func verify(_ request: Request) throws(IdentityProblem) -> AdmittedIdentity {
-        let (token, source) = try token(of: request)
-        let assertion: IdentityAssertion
-        do { assertion = try verifier.verify(token) } catch {
-            throw IdentityProblem(.token(error, typeBase: problemTypeBase))
-        }
-        let account = assertion.account
-        let known = policies.tenant(for: account)
-        if checksTenant, let claimed = assertion.tenant, known != TenantID(claimed) {
-            throw IdentityProblem(.tenantMismatch(claimed: claimed, known: known.rawValue, typeBase: problemTypeBase))
-        }
-        // Before the source loads, policy(for:) would answer .unrestricted for every account: refuse instead.
-        if let unavailable = IdentityHTTPProblem.policyUnavailable(for: account, in: policies, typeBase: problemTypeBase) {
-            throw IdentityProblem(unavailable)
-        }
-        return AdmittedIdentity(
-            account: account, tenant: known.rawValue, policy: policies.policy(for: account),
-            assertion: assertion, source: source)
-    }
-
-    private func token(of request: Request) throws(IdentityProblem) -> (String, AdmittedIdentity.Source) {
-        // Several Authorization lines are read as one, comma-joined (as HTTPFields reads them for
-        // IdentityHummingbird): never resolved by picking one.
-        let authorizations = request.headers[.authorization]
-        let found: IdentityHTTPToken
+        let verified: IdentityHTTPVerification
         do {
-            found = try IdentityHTTPToken(
-                assertionHeader: "\(assertionHeader)", values: request.headers[assertionHeader],
-                authorization: authorizations.isEmpty ? nil : authorizations.joined(separator: ", "),
-                acceptsBearerToken: acceptsBearerToken, problemTypeBase: problemTypeBase)
+            verified = try IdentityHTTPVerification(
+                token: token(of: request), verifier: verifier, policies: policies, checksTenant: checksTenant,
+                problemTypeBase: problemTypeBase)
         } catch {
             throw IdentityProblem(error)
         }
-        return (found.token, found.source == .bearerToken ? .bearerToken : .assertionHeader)
+        return AdmittedIdentity(
+            account: verified.account, tenant: verified.tenant.rawValue, policy: verified.policy,
+            assertion: verified.assertion, source: verified.source == .bearerToken ? .bearerToken : .assertionHeader)
+    }
+
+    private func token(of request: Request) throws(IdentityHTTPProblem) -> IdentityHTTPToken {
+        // Several Authorization lines are read as one, comma-joined (as HTTPFields reads them for
+        // IdentityHummingbird): never resolved by picking one.
+        let authorizations = request.headers[.authorization]
+        return try IdentityHTTPToken(
+            assertionHeader: "\(assertionHeader)", values: request.headers[assertionHeader],
+            authorization: authorizations.isEmpty ? nil : authorizations.joined(separator: ", "),
+            acceptsBearerToken: acceptsBearerToken, problemTypeBase: problemTypeBase)
     }
 }

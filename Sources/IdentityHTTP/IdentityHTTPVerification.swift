@@ -1,0 +1,62 @@
+import IdentityAssertions
+import IdentityPolicy
+import IdentityRuntime
+
+/// A request's verified identity, decided by the rules both middlewares (IdentityHummingbird, IdentityVapor)
+/// follow, independent of any web framework. In order:
+///
+/// 1. The token (``IdentityHTTPToken``) is verified by the service's `IdentityAssertionVerifier`: a refusal is
+///    the token's 401 (``IdentityHTTPProblem/token(_:typeBase:)``).
+/// 2. With `checksTenant`, a token's `tid` claim must be the runtime's tenant of the account
+///    (`PolicyManager.tenant(for:)`): else 401 `tenant-mismatch`. A token without `tid` passes this step.
+/// 3. Before the policy source has loaded, every account's policy would read as unrestricted: 503
+///    `policy-unavailable` (``IdentityHTTPProblem/policyUnavailable(for:in:typeBase:)``) instead.
+///
+/// Admission (blocks, allowed accounts, admission checks) comes after this, in
+/// `PolicyManager.withAdmittedIdentity(_:reason:isolation:operation:)`; a verified identity is not admitted yet.
+public struct IdentityHTTPVerification: Sendable {
+    /// The verified assertion.
+    public let assertion: IdentityAssertion
+    /// The runtime's tenant of the account (`PolicyManager.tenant(for:)`).
+    public let tenant: TenantID
+    /// The account's policy when it was verified.
+    public let policy: Policy
+    /// Which header carried the token.
+    public let source: IdentityHTTPToken.Source
+
+    /// The account the assertion names.
+    public var account: Identity { assertion.account }
+
+    /// Verifies `token` (steps 1 to 3 above).
+    ///
+    /// - Parameters:
+    ///   - token: the request's token (``IdentityHTTPToken``).
+    ///   - verifier: the service's verifier (its keys, trusted issuers, audience and mode).
+    ///   - policies: the manager that answers the account's tenant and policy.
+    ///   - checksTenant: whether a token's `tid` must be the account's tenant.
+    ///   - problemTypeBase: the ``IdentityHTTPProblem/typeBase`` of the refusals.
+    /// - Throws: the refusal's ``IdentityHTTPProblem``: the token's 401, 401 `tenant-mismatch`, 503
+    ///   `policy-unavailable`.
+    public init(
+        token: IdentityHTTPToken, verifier: IdentityAssertionVerifier, policies: PolicyManager,
+        checksTenant: Bool, problemTypeBase: String = IdentityHTTPProblem.defaultTypeBase
+    ) throws(IdentityHTTPProblem) {
+        let assertion: IdentityAssertion
+        do { assertion = try verifier.verify(token.token) } catch {
+            throw .token(error, typeBase: problemTypeBase)
+        }
+        let account = assertion.account
+        let tenant = policies.tenant(for: account)
+        if checksTenant, let claimed = assertion.tenant, tenant != TenantID(claimed) {
+            throw .tenantMismatch(claimed: claimed, known: tenant.rawValue, typeBase: problemTypeBase)
+        }
+        // Before the source loads, policy(for:) would answer .unrestricted for every account: refuse instead.
+        if let unavailable = IdentityHTTPProblem.policyUnavailable(for: account, in: policies, typeBase: problemTypeBase) {
+            throw unavailable
+        }
+        self.assertion = assertion
+        self.tenant = tenant
+        self.policy = policies.policy(for: account)
+        self.source = token.source
+    }
+}

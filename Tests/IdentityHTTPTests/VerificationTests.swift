@@ -1,0 +1,69 @@
+import Foundation
+import IdentityAssertions
+import IdentityHTTP
+import IdentityPolicy
+import IdentityRuntime
+import IdentityTesting
+import Testing
+
+@Suite("IdentityHTTPVerification: the token, the tenant claim, an undecided policy, in that order")
+struct VerificationTests {
+    let key: AssertionSigningKey
+    let signer: IdentityAssertionSigner
+    let source = LatePolicySource()
+    let policies: PolicyManager
+
+    init() throws {
+        key = try AssertionSigningKey()
+        signer = IdentityAssertionSigner(key: key, keyID: "k1", issuer: "gateway")
+        policies = PolicyManager(policySource: source)
+    }
+
+    func verify(_ token: String, checksTenant: Bool = true) throws(IdentityHTTPProblem) -> IdentityHTTPVerification {
+        let verifier = IdentityAssertionVerifier(keys: ["k1": key.publicKey], issuers: ["gateway"], audience: "documents")
+        return try IdentityHTTPVerification(
+            token: IdentityHTTPToken(token: token, source: .bearerToken), verifier: verifier, policies: policies,
+            checksTenant: checksTenant)
+    }
+
+    func problem(_ token: String, checksTenant: Bool = true) -> IdentityHTTPProblem? {
+        do { _ = try verify(token, checksTenant: checksTenant); return nil } catch { return error }
+    }
+
+    @Test("a verified token: the account, its tenant and policy, where the token came from")
+    func verified() throws {
+        source.load(tenants: ["contoso.com": .unrestricted])
+        let verified = try verify(signer.sign(account: "alice@contoso.com", tenant: "contoso.com", audience: "documents"))
+        #expect(verified.account == "alice@contoso.com")
+        #expect(verified.tenant == "contoso.com")
+        #expect(verified.source == .bearerToken)
+        #expect(verified.policy == policies.policy(for: "alice@contoso.com"))
+    }
+
+    @Test("a forged or foreign token is its 401 before anything else, even before the policies load")
+    func tokenFirst() throws {
+        let other = IdentityAssertionSigner(key: try AssertionSigningKey(), keyID: "k1", issuer: "gateway")
+        let forged = problem(try other.sign(account: "alice@contoso.com", audience: "documents"))
+        #expect(forged?.status == 401)
+        #expect(problem(try signer.sign(account: "alice@contoso.com", audience: "billing"))?.status == 401)
+    }
+
+    @Test("a tid that is not the account's tenant: 401 tenant-mismatch, unless the check is off")
+    func tenantMismatch() throws {
+        source.load()
+        let token = { try signer.sign(account: "alice@contoso.com", tenant: "fabrikam.com", audience: "documents") }
+        let mismatch = problem(try token())
+        #expect(mismatch?.code == "tenant-mismatch" && mismatch?.status == 401)
+        #expect(problem(try token(), checksTenant: false) == nil)
+        // An account without a domain is a tenant of its own: a tid naming its bare name is someone else's.
+        #expect(problem(try signer.sign(account: "svc-backup", tenant: "svc-backup", audience: "documents"))?.code == "tenant-mismatch")
+    }
+
+    @Test("before the policy source loads: 503 policy-unavailable; after, the same token shape verifies")
+    func policyUnavailable() throws {
+        let before = problem(try signer.sign(account: "alice@contoso.com", audience: "documents"))
+        #expect(before?.code == "policy-unavailable" && before?.status == 503)
+        source.load()
+        #expect(problem(try signer.sign(account: "alice@contoso.com", audience: "documents")) == nil)
+    }
+}
