@@ -62,11 +62,14 @@ package enum StrictJSON {
         package var keepsEverything: Bool
         /// A UTF-8 byte-order mark before the text is skipped instead of refused.
         package var allowsByteOrderMark: Bool
+        /// A comma after an object's last member or an array's last element is skipped instead of refused
+        /// (`{"a": 1,}` reads as `{"a": 1}`), as `JSONDecoder` reads documents.
+        package var allowsTrailingCommas: Bool
 
         package init(
             maximumDepth: Int = StrictJSON.maximumDepth, maximumStringLength: Int = .max, maximumNumberLength: Int = .max,
             integersOnly: Bool = false, keepsObjects: Bool = false, keepsEverything: Bool = false,
-            allowsByteOrderMark: Bool = false
+            allowsByteOrderMark: Bool = false, allowsTrailingCommas: Bool = false
         ) {
             self.maximumDepth = maximumDepth
             self.maximumStringLength = maximumStringLength
@@ -75,14 +78,17 @@ package enum StrictJSON {
             self.keepsObjects = keepsObjects || keepsEverything
             self.keepsEverything = keepsEverything
             self.allowsByteOrderMark = allowsByteOrderMark
+            self.allowsTrailingCommas = allowsTrailingCommas
         }
 
         /// A token's header and claims: the token's own length bounds everything.
         package static let token = Limits()
 
         /// A document a person writes (a policy document, the runtime settings): every value kept, nesting up
-        /// to 512 levels (as `JSONSerialization`), a UTF-8 byte-order mark skipped (as `JSONDecoder` does).
-        package static let document = Limits(maximumDepth: 512, keepsEverything: true, allowsByteOrderMark: true)
+        /// to 512 levels (as `JSONSerialization`), a UTF-8 byte-order mark and trailing commas skipped (as
+        /// `JSONDecoder` does, which read these documents before).
+        package static let document = Limits(
+            maximumDepth: 512, keepsEverything: true, allowsByteOrderMark: true, allowsTrailingCommas: true)
     }
 
     /// The members of the object `bytes` holds, or the reason it is refused (for IdentityAssertions'
@@ -178,7 +184,18 @@ package enum StrictJSON {
                 index += 1
                 if next == UInt8(ascii: "}") { return members }
                 guard next == UInt8(ascii: ",") else { throw Failure("expected ',' or '}' at byte \(index - 1)") }
+                if skipsTrailingComma(before: UInt8(ascii: "}")) { return members }
             }
+        }
+
+        /// After a comma: with ``Limits/allowsTrailingCommas``, whether `closing` follows (white space skipped),
+        /// then consumed.
+        mutating func skipsTrailingComma(before closing: UInt8) -> Bool {
+            guard limits.allowsTrailingCommas else { return false }
+            skipWhiteSpace()
+            guard peek() == closing else { return false }
+            index += 1
+            return true
         }
 
         mutating func readValue(depth: Int) throws(Failure) -> Value {
@@ -249,6 +266,9 @@ package enum StrictJSON {
                     return elements.map(Value.array) ?? strings.map(Value.strings) ?? objects.map(Value.objects) ?? .other
                 }
                 guard next == UInt8(ascii: ",") else { throw Failure("expected ',' or ']' at byte \(index - 1)") }
+                if skipsTrailingComma(before: UInt8(ascii: "]")) {
+                    return elements.map(Value.array) ?? strings.map(Value.strings) ?? objects.map(Value.objects) ?? .other
+                }
             }
         }
 

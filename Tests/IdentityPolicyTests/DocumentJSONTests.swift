@@ -54,7 +54,7 @@ struct DocumentJSONTests {
         #"{"accountBlocked": true, "accountBlocked": false}"#, #"{"o": {"a": 1, "a": 1}}"#,
         #"{"n": 1e400}"#, #"{"n": 01}"#, #"{"n": 1.}"#, #"{"n": +1}"#, #"{"n": NaN}"#,
         #"{"s": "\ud800"}"#, "{\"s\": \"\t\"}", #"{"s": "\x"}"#,
-        #"{"a": 1,}"#, #"{"a": 1} x"#, "{\"a\": tru}", "",
+        #"{"a": 1,,}"#, #"{,}"#, #"{"a": [,]}"#, #"{"a": [1,,]}"#, #"{"a": 1} x"#, "{\"a\": tru}", "",
     ])
     func malformed(text: String) {
         #expect(isMalformed(text))
@@ -72,6 +72,11 @@ struct DocumentJSONTests {
         }
         #expect(try parsed(nested(512))["a"] != nil)
         #expect(isMalformed(nested(513)))
+    }
+
+    @Test("a trailing comma after the last member or element is skipped, as before")
+    func trailingCommas() throws {
+        #expect(try parsed(#"{"a": [1, 2, ], "o": {"b": true ,} ,}"#) == ["a": .array([.number(1), .number(2)]), "o": .object(["b": .bool(true)])])
     }
 
     @Test("a UTF-8 byte-order mark is skipped, as before")

@@ -195,6 +195,21 @@ struct URLOverloadTests {
         #expect(fixture.files.roots == [fixture.root])
     }
 
+    @Test("a NUL in a file URL's path is refused, nothing is written; credentials never reach the error", arguments: operations.indices)
+    func nulAndCredentials(index: Int) throws {
+        let (name, operation) = Self.operations[index]
+        let fixture = try Fixture()
+        let before = try FileManager.default.subpathsOfDirectory(atPath: fixture.directory).sorted()
+        let nul = URL(string: "file://" + fixture.path("a") + "%00b")!
+        let error = protectionError { try IdentityContext.withThreadIdentity(alice) { try operation(fixture.files, nul) } }
+        #expect(error == .fileNotFound(path: nul.absoluteString), "\(name)")
+        let secret = URL(string: "file://user:secret@fileserver/share/q3.txt")!
+        let refused = protectionError { try IdentityContext.withThreadIdentity(alice) { try operation(fixture.files, secret) } }
+        #expect(refused?.code == 105, "\(name)")
+        #expect(refused.map { !"\($0)".contains("secret") && !"\($0)".contains("user") } == true, "\(name)")
+        #expect(try FileManager.default.subpathsOfDirectory(atPath: fixture.directory).sorted() == before, "\(name)")
+    }
+
     @Test("a file URL as destination with a remote source, and the reverse, are refused before anything is read")
     func mixedURLs() throws {
         let fixture = try Fixture()

@@ -34,6 +34,22 @@ struct LockedConditionTests {
         #expect(slot.withLock(waitingUntil: { $0 == 3 }, timeout: .seconds(60)) { value -> Int in value += 1; return value } == 4)
     }
 
+    @Test("a timeout too long for the wall clock waits without a deadline; a ready value never reads the clock")
+    func hugeTimeout() async {
+        let ready = LockedCondition(1)
+        #expect(ready.withLock(waitingUntil: { $0 == 1 }, timeout: .seconds(Int64.max)) { $0 } == 1)
+        let slot = LockedCondition<Int?>(nil)
+        let seen = await withCheckedContinuation { (continuation: CheckedContinuation<Int?, Never>) in
+            Thread.detachNewThread {
+                continuation.resume(returning: slot.withLock(waitingUntil: { $0 != nil }, timeout: .seconds(Int64.max)) { $0 })
+            }
+            DispatchQueue.global().asyncAfter(deadline: .now() + .milliseconds(20)) {
+                slot.withLockWakingWaiters { $0 = 9 }
+            }
+        }
+        #expect(seen == 9)
+    }
+
     @Test("many waiters are all woken by one change; none is left blocked", arguments: [1, 2, 4, 8, 16])
     func everyWaiterWakes(waiters: Int) async {
         let gate = LockedCondition(false)

@@ -6,17 +6,27 @@ import IdentityRuntime
 /// An account's tenant is the ID given when it was registered or enrolled, and otherwise the domain of its
 /// name (the part after the last `@`). Policy documents name tenants either way; a document naming the
 /// tenant's ID wins over one naming its domain. An account with neither (`svc-backup`, an object ID used as a
-/// name) is a tenant of its own: its name followed by `@` (`svc-backup@`), which no domain can equal, so it
-/// shares a tenant with no other account (see `PolicyManager.tenant(for:)`).
+/// name) is a tenant of its own, written as its name followed by `@` (`svc-backup@`). That tenant equals no
+/// other: not a domain's, not one a policy document names, and not a tenant ID registered or sent in a token,
+/// even one spelled `svc-backup@`; so the account shares a tenant with no other account (see
+/// `PolicyManager.tenant(for:)`).
 ///
 /// Tenant IDs compare like identities: case-insensitively, with Unicode case folding, locale-independent.
 public struct TenantID: Sendable, Hashable, Comparable, CustomStringConvertible, ExpressibleByStringLiteral {
     /// Folding and comparison are those of ``Identity``.
     private let storage: Identity
+    /// Whether this is a domain-less account's own tenant, which equals no tenant made from a string.
+    private let isAccountsOwn: Bool
 
     /// A tenant ID or domain. Surrounding white space is trimmed.
     public init(_ rawValue: some StringProtocol) {
         storage = Identity(rawValue)
+        isAccountsOwn = false
+    }
+
+    private init(ownTenantOf identity: Identity) {
+        storage = Identity(identity.name + "@")
+        isAccountsOwn = true
     }
 
     public init(stringLiteral value: String) {
@@ -37,12 +47,13 @@ public struct TenantID: Sendable, Hashable, Comparable, CustomStringConvertible,
     }
 
     /// The tenant of `identity` when nothing was registered for it: the domain of its name, else a tenant of
-    /// its own, `"<name>@"` (a domain never contains `@`, so it is never a domain's tenant).
+    /// its own, written `"<name>@"`, equal to no tenant made from a string.
     static func implied(by identity: Identity) -> TenantID {
-        domain(of: identity) ?? TenantID(identity.name + "@")
+        domain(of: identity) ?? TenantID(ownTenantOf: identity)
     }
 
     public static func < (lhs: TenantID, rhs: TenantID) -> Bool {
         lhs.storage.foldedName < rhs.storage.foldedName
+            || (lhs.storage.foldedName == rhs.storage.foldedName && !lhs.isAccountsOwn && rhs.isAccountsOwn)
     }
 }

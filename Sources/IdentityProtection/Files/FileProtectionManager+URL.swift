@@ -14,13 +14,23 @@ extension URL {
     /// which is not the local `/share/a.txt`).
     func protectionFilePath() throws(ProtectionError) -> String {
         let url = absoluteURL
-        guard url.isFileURL else { throw .fileNotFound(path: absoluteString) }
+        guard url.isFileURL else { throw .fileNotFound(path: redactedString) }
         if let host = url.host(percentEncoded: false), !host.isEmpty, host.lowercased() != "localhost" {
-            throw .fileNotFound(path: absoluteString)
+            throw .fileNotFound(path: redactedString)
         }
         let path = url.path(percentEncoded: false)
-        guard !path.isEmpty else { throw .fileNotFound(path: absoluteString) }
+        // A NUL (`%00`) would end the path early at the system call: another file than the one named.
+        guard !path.isEmpty, !path.utf8.contains(0) else { throw .fileNotFound(path: redactedString) }
         return path
+    }
+
+    /// The URL as an error names it: without a user name or password.
+    private var redactedString: String {
+        guard user(percentEncoded: true) != nil || password(percentEncoded: true) != nil,
+              var components = URLComponents(url: self, resolvingAgainstBaseURL: true) else { return absoluteString }
+        components.user = nil
+        components.password = nil
+        return components.string ?? "\(scheme ?? "url"):(a URL with credentials)"
     }
 }
 

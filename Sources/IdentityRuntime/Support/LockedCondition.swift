@@ -57,13 +57,16 @@ package final class LockedCondition<Value> {
     ///
     /// The lock is released while the thread waits and held whenever `isReady` and `body` run. After a timeout
     /// `body` still runs, on a value for which `isReady` may not hold: it decides what a timeout means.
-    /// `timeout` is measured on the wall clock, as `pthread_cond_timedwait` does.
+    /// `timeout` is measured on the wall clock, as `pthread_cond_timedwait` does, from the first wait (none
+    /// when `isReady` holds at once); one too long to express as a wall-clock time waits without a deadline.
     package func withLock<Result, Failure: Error>(
         waitingUntil isReady: (Value) -> Bool,
         timeout: Duration? = nil,
         _ body: (inout Value) throws(Failure) -> Result
     ) throws(Failure) -> Result {
-        let deadline = timeout.map(Self.wallClockDeadline)
+        // Computed at the first wait, not before: a value that is ready needs no clock.
+        var deadline: timespec?
+        var timeout = timeout
         let mutex = locked.mutex
         let lockStatus = pthread_mutex_lock(mutex)
         precondition(lockStatus == 0, "pthread_mutex_lock failed with \(lockStatus)")
@@ -73,6 +76,10 @@ package final class LockedCondition<Value> {
         }
         // Each test reads the value afresh: no access to it stays open while the lock is released.
         while !isReady(locked.value) {
+            if let pending = timeout {
+                deadline = Self.wallClockDeadline(after: pending)
+                timeout = nil
+            }
             if var deadline {
                 let status = pthread_cond_timedwait(condition, mutex, &deadline)
                 if status == ETIMEDOUT { break }
@@ -91,14 +98,19 @@ package final class LockedCondition<Value> {
     }
 
     /// The wall-clock time `timeout` from now, as `pthread_cond_timedwait` takes it.
-    private static func wallClockDeadline(after timeout: Duration) -> timespec {
+    /// Now on the wall clock plus `timeout` (negative: now), or `nil` when that is past what `timespec` holds.
+    private static func wallClockDeadline(after timeout: Duration) -> timespec? {
         var now = timespec()
         let status = clock_gettime(CLOCK_REALTIME, &now)
         precondition(status == 0, "clock_gettime failed with \(status)")
         let (seconds, attoseconds) = max(timeout, .zero).components
         let nanoseconds = Int(now.tv_nsec) + Int(attoseconds / 1_000_000_000)
+        guard let wholeSeconds = time_t(exactly: seconds) else { return nil }
+        let (partial, overflowed) = now.tv_sec.addingReportingOverflow(wholeSeconds)
+        let (total, overflowedAgain) = partial.addingReportingOverflow(time_t(nanoseconds / 1_000_000_000))
+        guard !overflowed, !overflowedAgain else { return nil }
         var deadline = timespec()
-        deadline.tv_sec = now.tv_sec + time_t(seconds) + time_t(nanoseconds / 1_000_000_000)
+        deadline.tv_sec = total
         deadline.tv_nsec = numericCast(nanoseconds % 1_000_000_000)
         return deadline
     }
