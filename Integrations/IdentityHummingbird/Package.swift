@@ -36,6 +36,7 @@ let package = Package(
                 .product(name: "IdentityPolicy", package: "swift-identity-runtime"),
                 .product(name: "IdentityAssertions", package: "swift-identity-runtime"),
                 .product(name: "IdentityHTTP", package: "swift-identity-runtime"),
+                .product(name: "IdentityTesting", package: "swift-identity-runtime"),
             ],
             swiftSettings: [.enableUpcomingFeature("ExistentialAny")]
         ),

@@ -7,6 +7,7 @@ import IdentityPolicy
 import IdentityAssertions
 import IdentityHTTP
 import IdentityRuntime
+import IdentityTesting
 import Synchronization
 import Testing
 
@@ -79,27 +80,6 @@ struct Fixture {
             throw HTTPError(.notFound, message: "no such document")
         }
         return Application(router: router)
-    }
-}
-
-/// A policy source that has not read its policies yet, until ``load(_:)``.
-final class LateSource: PolicySource {
-    private let state = Mutex<(loaded: Bool, policies: PolicySet, handler: (@Sendable () -> Void)?)>((false, .empty, nil))
-
-    var policies: PolicySet { state.withLock { $0.policies } }
-    var hasLoaded: Bool { state.withLock { $0.loaded } }
-
-    func setChangeHandler(_ handler: (@Sendable () -> Void)?) {
-        state.withLock { $0.handler = handler }
-    }
-
-    func load(_ policies: PolicySet) {
-        let handler = state.withLock { state in
-            state.loaded = true
-            state.policies = policies
-            return state.handler
-        }
-        handler?()
     }
 }
 
@@ -279,7 +259,7 @@ struct IdentityMiddlewareTests {
 
     @Test("a policy source that has not loaded: 503 policy-unavailable with Retry-After, the handler never runs; once it loads, the account is served with its policy")
     func policyNotLoaded() async throws {
-        let source = LateSource()
+        let source = LatePolicySource()
         let fixture = try Fixture(policySource: source)
         let app = fixture.application()
         try await app.test(.router) { client in

@@ -3,6 +3,7 @@ import Foundation
 import IdentityPolicy
 import IdentityAssertions
 import IdentityRuntime
+import IdentityTesting
 import IdentityHTTP
 @testable import IdentityVapor
 import Testing
@@ -238,27 +239,6 @@ final class HandlerRuns: Sendable {
     private let count = Locked(0)
     func increment() { count.withLock { $0 += 1 } }
     var value: Int { count.withLock { $0 } }
-}
-
-/// A policy source that has not read its policies yet, until ``load(_:)``.
-final class LateSource: PolicySource {
-    private let state = Locked<(loaded: Bool, policies: PolicySet, handler: (@Sendable () -> Void)?)>((false, .empty, nil))
-
-    var policies: PolicySet { state.withLock { $0.policies } }
-    var hasLoaded: Bool { state.withLock { $0.loaded } }
-
-    func setChangeHandler(_ handler: (@Sendable () -> Void)?) {
-        state.withLock { $0.handler = handler }
-    }
-
-    func load(_ policies: PolicySet) {
-        let handler = state.withLock { state in
-            state.loaded = true
-            state.policies = policies
-            return state.handler
-        }
-        handler?()
-    }
 }
 
 /// The problem document of a refusal.

@@ -1,6 +1,7 @@
 import Foundation
 import IdentityPolicy
 import IdentityRuntime
+import IdentityTesting
 @testable import IdentityVapor
 import Testing
 import Vapor
@@ -335,7 +336,7 @@ struct IdentityMiddlewareTests {
 
     @Test("a policy source that has not loaded: 503 policy-unavailable, the handler never runs; once it loads, the account is served with its policy")
     func policyNotLoaded() async throws {
-        let source = LateSource()
+        let source = LatePolicySource()
         let fixture = try Fixture(policySource: source)
         let response = try await expectRefusal(
             fixture, headers: header(try fixture.token(alice)), status: .serviceUnavailable, code: "policy-unavailable")

@@ -1,6 +1,7 @@
 import Foundation
 import IdentityHTTP
 import IdentityRuntime
+import IdentityTesting
 import IdentityVapor
 import Testing
 import Vapor
@@ -81,7 +82,7 @@ struct ProblemVocabularyTests {
 
     @Test("policy-unavailable, the refusal only this middleware answers: the neutral document, byte for byte")
     func policyUnavailable() async throws {
-        let fixture = try Fixture(policySource: LateSource())
+        let fixture = try Fixture(policySource: LatePolicySource())
         let refusal = try #require(fixture.policies.refusal(of: .create, to: alice))
         let expected = IdentityHTTPProblem.policyUnavailable(refusal, account: alice)
         try await fixture.withApplication { app in
