@@ -26,7 +26,8 @@ let package = Package(
             dependencies: [.product(name: "Crypto", package: "swift-crypto")],
             swiftSettings: strictSettings + [.define("IDENTITY_SWIFT_CRYPTO")]
         ),
-        .target(name: "IdentityAssertions", dependencies: ["IdentityRuntime", "IdentityCrypto"], swiftSettings: strictSettings),
+        .target(name: "IdentityJSON", swiftSettings: strictSettings),
+        .target(name: "IdentityAssertions", dependencies: ["IdentityRuntime", "IdentityCrypto", "IdentityJSON"], swiftSettings: strictSettings),
         .target(
             name: "IdentityProtection",
             dependencies: [
@@ -37,8 +38,8 @@ let package = Package(
             ],
             swiftSettings: strictSettings
         ),
-        .target(name: "IdentityTesting", dependencies: ["IdentityRuntime"], swiftSettings: strictSettings),
-        .target(name: "IdentityPolicy", dependencies: ["IdentityRuntime", "IdentityProtection"], swiftSettings: strictSettings),
+        .target(name: "IdentityPolicy", dependencies: ["IdentityRuntime", "IdentityProtection", "IdentityJSON"], swiftSettings: strictSettings),
+        .target(name: "IdentityTesting", dependencies: ["IdentityRuntime", "IdentityPolicy"], swiftSettings: strictSettings),
         .target(
             name: "IsolationStress",
             dependencies: ["IdentityRuntime", "IdentityProtection", "IdentityPolicy", "IdentityTesting"],
