@@ -27,21 +27,12 @@ let package = Package(
             pkgConfig: "libcrypto",
             providers: [.apt(["libssl-dev"])]
         ),
-        // libsodium, Linux only: IdentityCrypto verifies Ed25519 signatures with it (about 0.65 M instructions
-        // against libcrypto's 1.5 M), behind a strict pre-check that makes both libraries' answers equal; libcrypto
-        // stays the fallback and does everything else.
-        .systemLibrary(
-            name: "CIdentitySodium",
-            pkgConfig: "libsodium",
-            providers: [.apt(["libsodium-dev"])]
-        ),
         // The platform crypto (libcrypto on Linux, CryptoKit on Apple platforms) that IdentityProtection and
         // IdentityAssertions share: an internal target (`package` access), not a product.
         .target(
             name: "IdentityCrypto",
             dependencies: [
                 .target(name: "CIdentityCrypto", condition: .when(platforms: [.linux])),
-                .target(name: "CIdentitySodium", condition: .when(platforms: [.linux])),
             ],
             swiftSettings: strictSettings
         ),
@@ -139,7 +130,6 @@ let package = Package(
             dependencies: [
                 "IdentityAssertions", "IdentityRuntime", "IdentityTesting", "IdentityCrypto", "IdentityJSON",
                 // The Ed25519 differential test signs its adversarial cases with libsodium's primitives.
-                .target(name: "CIdentitySodium", condition: .when(platforms: [.linux])),
             ],
             swiftSettings: strictSettings
         ),

@@ -5,9 +5,6 @@ import CryptoKit
 import Crypto
 #else
 import CIdentityCrypto
-#if canImport(CIdentitySodium)
-import CIdentitySodium
-#endif
 #endif
 import Synchronization
 
@@ -15,7 +12,7 @@ import Synchronization
 /// signatures.
 ///
 /// Verification on Linux uses libsodium (`crypto_sign_verify_detached`, about 0.65 M instructions against
-/// libcrypto's 1.5 M) when `sodium_init()` succeeded, libcrypto otherwise; keys and signatures always come
+/// libcrypto's 1.5 M) when the system has it (loaded at run time, see ``Sodium``), libcrypto otherwise; keys and signatures always come
 /// from libcrypto. Both backends only see inputs that passed ``isStrictlyEncoded(signature:publicKey:)``, on
 /// which they must agree: which one runs never changes what is accepted.
 ///
@@ -116,7 +113,7 @@ package enum Ed25519 {
         ///    a signature of other than 64 bytes, `S ≥ L`, a non-canonical `R` or public key (y ≥ p), or an `R` or
         ///    public key of small order (one of the 8 points, any encoding) is invalid, and no library sees it.
         /// 2. Then one call into the crypto library: libsodium's `crypto_sign_verify_detached` on Linux when
-        ///    `sodium_init()` succeeded (once per process), else libcrypto's `EVP_DigestVerify`; CryptoKit (or
+        ///    the library loaded at run time and `sodium_init()` succeeded (``Sodium``, once per process), else libcrypto's `EVP_DigestVerify`; CryptoKit (or
         ///    swift-crypto) on Apple platforms.
         ///
         /// On inputs that pass step 1, libsodium 1.0.18 and libcrypto (OpenSSL 3.0) accept exactly the same
@@ -125,15 +122,23 @@ package enum Ed25519 {
         /// step 1 is for. A point of mixed order (a key plus a point of small order) is not refused: both
         /// libraries verify it the same, cofactorless way.
         package func isValidSignature(_ signature: [UInt8], of message: [UInt8]) throws(CryptoFailure) -> Bool {
+            try isValidSignature(signature, of: message, backend: .automatic)
+        }
+
+        /// ``isValidSignature(_:of:)`` with a chosen backend: `.libcrypto` forces the fallback on Linux (for the
+        /// differential test, which checks both backends answer alike); no effect on Apple platforms.
+        package func isValidSignature(
+            _ signature: [UInt8], of message: [UInt8], backend: Ed25519.Backend
+        ) throws(CryptoFailure) -> Bool {
             guard signature.count == Ed25519.signatureLength,
                   Ed25519.isStrictlyEncoded(signature: signature, publicKey: rawRepresentation) else { return false }
             #if canImport(CryptoKit) || IDENTITY_SWIFT_CRYPTO
             guard let key = try? Curve25519.Signing.PublicKey(rawRepresentation: rawRepresentation) else { return false }
             return key.isValidSignature(signature, for: message)
             #else
-            #if canImport(CIdentitySodium)
-            if Ed25519.sodiumReady && !Ed25519.libcryptoOnly.load(ordering: .relaxed) {
-                return sodiumVerify(signature, of: message)
+            #if os(Linux)
+            if backend == .automatic, let sodium = Sodium.library, !Ed25519.libcryptoOnly.load(ordering: .relaxed) {
+                return Self.sodiumVerify(sodium, signature, of: message, publicKey: rawRepresentation)
             }
             #endif
             return try libcryptoVerify(signature, of: message)
@@ -152,28 +157,40 @@ package enum Ed25519 {
             }
         }
 
-        #if canImport(CIdentitySodium)
+        #if os(Linux)
         /// libsodium's own answer, without the strict pre-check (for the differential test): 64-byte
-        /// `signature`. Call only when ``Ed25519/sodiumReady``.
-        package func sodiumVerify(_ signature: [UInt8], of message: [UInt8]) -> Bool {
-            precondition(signature.count == Ed25519.signatureLength)
+        /// `signature`; `nil` when libsodium is not loaded (``Sodium/library``).
+        package func sodiumVerify(_ signature: [UInt8], of message: [UInt8]) -> Bool? {
+            guard let sodium = Sodium.library else { return nil }
+            return Self.sodiumVerify(sodium, signature, of: message, publicKey: rawRepresentation)
+        }
+
+        private static func sodiumVerify(
+            _ sodium: Sodium.Library, _ signature: [UInt8], of message: [UInt8], publicKey: [UInt8]
+        ) -> Bool {
+            precondition(signature.count == Ed25519.signatureLength && publicKey.count == Ed25519.keyLength)
             return message.withUnsafeBufferPointer { message in
-                crypto_sign_verify_detached(signature, message.baseAddress, UInt64(message.count), rawRepresentation) == 0
+                sodium.verifyDetached(signature, message.baseAddress, UInt64(message.count), publicKey) == 0
             }
         }
         #endif
         #endif
     }
 
-    #if !(canImport(CryptoKit) || IDENTITY_SWIFT_CRYPTO) && canImport(CIdentitySodium)
-    /// Whether libsodium is initialized: `sodium_init()` ran once, at the first use (thread-safe, as every
-    /// Swift global), and returned 0 (initialized now) or 1 (already initialized by someone else in the process).
-    /// On failure (-1) verification uses libcrypto: the same answers, at libcrypto's cost. libsodium 1.0.18 itself
-    /// aborts the process, rather than returning -1, when it finds no randomness source at all (`getrandom`
-    /// refused by a seccomp filter and no `/dev/urandom`, as in a bare chroot): such a process stops at its first
-    /// verification; it never accepts a signature.
-    package static let sodiumReady: Bool = sodium_init() >= 0
+    #if !(canImport(CryptoKit) || IDENTITY_SWIFT_CRYPTO) && os(Linux)
+    /// Whether libsodium verifies in this process: the library loaded at run time and `sodium_init()`
+    /// succeeded (``Sodium``). When not, verification uses libcrypto: the same answers, at libcrypto's cost.
+    /// libsodium 1.0.18 itself aborts the process, rather than returning -1, when it finds no randomness source
+    /// at all (`getrandom` refused by a seccomp filter and no `/dev/urandom`, as in a bare chroot): such a
+    /// process stops at its first verification; it never accepts a signature.
+    package static var sodiumReady: Bool { Sodium.library != nil }
     #endif
+
+    /// Which library verifies (Linux): the accelerator when loaded, or libcrypto whatever is loaded.
+    package enum Backend: Sendable {
+        case automatic
+        case libcrypto
+    }
 
     /// Set by the bench's libcrypto baseline (`identity-harness bench --pair assertion-verify-fresh --side peer`)
     /// only: verification on Linux then uses libcrypto as if `sodium_init()` had failed (the answers are the

@@ -255,7 +255,8 @@ extension BenchCommand {
     ///   then libsodium), the floor;
     /// - **peer**: `IdentityAssertionVerifier.verify` with libcrypto's `EVP_DigestVerify` (`Ed25519.libcryptoOnly`:
     ///   the verifier as it was before libsodium, and the fallback when `sodium_init()` fails);
-    /// - **ours**: `IdentityAssertionVerifier.verify` as shipped: libsodium on Linux.
+    /// - **ours**: `IdentityAssertionVerifier.verify` as shipped: libsodium on Linux when it loaded at run time
+    ///   (`Sodium`; the table's heading says which backend ran), libcrypto otherwise.
     ///
     /// The same pool and single-use verifiers as `assertion-verify` (each operation a distinct token, never a
     /// replay). ours/peer is the gain of libsodium per fresh token.
