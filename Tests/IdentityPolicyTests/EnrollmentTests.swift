@@ -1,5 +1,6 @@
 import Foundation
 @testable import IdentityPolicy
+import IdentityProtection
 import IdentityRuntime
 import Testing
 
@@ -179,6 +180,18 @@ struct EnrollmentTests {
         #expect(await fixture.enrollment.registerAndEnrollAccount(bob).statusCode == .newPoliciesReceived)
     }
 
+    @Test("unenrolling with a wipe that does not finish answers 215, never 104")
+    func unenrollWithUnfinishedWipe() async {
+        let fixture = EnrollmentFixture()
+        fixture.policy.keyStore = UndestroyableKeyStore()
+        await fixture.enrollment.registerAndEnrollAccount(alice)
+        let status = await fixture.enrollment.deRegisterAndUnenrollAccount(alice, withWipe: true)
+        #expect(status.statusCode == .failedToClearMamData)
+        #expect(status.errorString?.contains("keys cannot be destroyed") == true)
+        #expect(fixture.enrollment.enrolledAccount == nil)
+        #expect(fixture.delegate.log.all.last == "unenroll alice@contoso.com 215")
+    }
+
     @Test("deregistering an account waiting for a retry cancels the retry")
     func deregisterPending() async {
         let fixture = EnrollmentFixture()
@@ -263,5 +276,24 @@ struct EnrollmentTests {
         #expect(await service.enroll(bob).statusCode == .noPolicyReceived)
         #expect(await service.checkIn(alice).statusCode == .policiesHaveNotChanged)
         #expect(await service.unenroll(alice).statusCode == .unenrollmentSuccess)
+    }
+}
+
+/// A key store whose keys cannot be destroyed: a wipe through it does not finish.
+private struct UndestroyableKeyStore: KeyStore {
+    func currentKey(for identity: Identity) throws(ProtectionError) -> ProtectionKey {
+        throw .keyStoreUnavailable(reason: "no keys here")
+    }
+
+    func key(withID id: ProtectionKeyID, for identity: Identity) throws(ProtectionError) -> ProtectionKey {
+        throw .keyStoreUnavailable(reason: "no keys here")
+    }
+
+    func rotateKey(for identity: Identity) throws(ProtectionError) -> ProtectionKey {
+        throw .keyStoreUnavailable(reason: "no keys here")
+    }
+
+    func destroyKeys(for identity: Identity) throws(ProtectionError) {
+        throw .keyStoreUnavailable(reason: "keys cannot be destroyed")
     }
 }

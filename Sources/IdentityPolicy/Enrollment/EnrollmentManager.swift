@@ -183,6 +183,8 @@ public final class EnrollmentManager: Sendable {
         updateClaims()
         let status = report(EnrollmentStatus(identity: account, statusCode: code, errorString: message), .enrollment)
         if enrolled, code == .wipeReceived {
+            // The unenrolment reports its own status (a wipe that did not finish as failedToClearMamData)
+            // to the delegate; this call answers for the policy refresh.
             _ = await deRegisterAndUnenrollAccount(account, withWipe: true)
         }
         return status
@@ -240,7 +242,9 @@ public final class EnrollmentManager: Sendable {
     }
 
     /// Unenrolls and deregisters `account`; with `withWipe`, runs the selective wipe
-    /// (``PolicyManager/wipeData(forAccount:)``) afterwards.
+    /// (``PolicyManager/wipeData(forAccount:)``) afterwards. A wipe that did not finish (its report carries an
+    /// error: data it was asked to remove may remain) answers ``EnrollmentStatusCode/failedToClearMamData``
+    /// (215), never ``EnrollmentStatusCode/unenrollmentSuccess``.
     @discardableResult
     public func deRegisterAndUnenrollAccount(_ account: Identity, withWipe: Bool) async -> EnrollmentStatus {
         let wasEnrolled = state.withLock { state -> Bool? in
@@ -263,7 +267,12 @@ public final class EnrollmentManager: Sendable {
         }
         if wasEnrolled { policyManager.setEnrolled(account, false) }
         updateClaims()
-        if withWipe { await policyManager.wipeData(forAccount: account) }
+        if withWipe, let failure = await policyManager.wipeData(forAccount: account).error {
+            // Unenrolled, but data the wipe was asked to remove may remain: never reported as a success.
+            return report(EnrollmentStatus(
+                identity: account, statusCode: .failedToClearMamData,
+                errorString: "unenrolled; the wipe did not finish: \(failure)"), .unenroll)
+        }
         return report(EnrollmentStatus(identity: account, statusCode: .unenrollmentSuccess, errorString: message), .unenroll)
     }
 

@@ -14,6 +14,7 @@ public enum AppConfigurationValue: Sendable, Hashable, Decodable, CustomStringCo
 
     public init(from decoder: any Decoder) throws {
         let container = try decoder.singleValueContainer()
+        // Each failed decode tries the next JSON type; a value of none of them throws below.
         if container.decodeNil() {
             self = .null
         } else if let value = try? container.decode(Bool.self) {

@@ -127,7 +127,9 @@ public final class FileKeyStore: KeyStore {
             cache.setRing(nil, for: file, of: identity)
             let path = Paths.join(directory, file)
             guard let info = try POSIX.lstatPath(path) else { return }
-            // Best-effort overwrite before unlinking.
+            // Best-effort overwrite before unlinking: dropping its errors is safe because the unlink below
+            // decides the outcome (its failure is thrown), and on journaling or copy-on-write file systems an
+            // overwrite is no guarantee anyway; the wrapped key is what the unlink destroys.
             if POSIX.isRegular(info), let fd = try? POSIX.openFile(path, O_WRONLY) {
                 defer { POSIX.closeFile(fd) }
                 try? POSIX.writeAll(fd, [UInt8](repeating: 0, count: Int(info.st_size)), path: path)
@@ -186,6 +188,7 @@ public final class FileKeyStore: KeyStore {
     }
 
     private func keyFileNameForError(_ identity: Identity) -> String {
+        // For an error message only: no decision depends on it.
         (try? fileName(for: identity)) ?? "?"
     }
 
@@ -203,6 +206,7 @@ public final class FileKeyStore: KeyStore {
         }
         defer { POSIX.closeFile(fd) }
         let bytes = try POSIX.readToEnd(fd, path: path)
+        // The decoder's error becomes the typed corruption error: a key ring that does not decode refuses.
         guard let ring = try? JSONDecoder().decode(KeyRing.self, from: Data(bytes)), ring.format == 1 else {
             throw corrupt(path)
         }

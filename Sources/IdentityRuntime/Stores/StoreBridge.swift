@@ -180,6 +180,7 @@ struct DeferredFetch: @unchecked Sendable {
                 first.install(continuation)
                 let work = Task { first.resolve(await fetch()) }
                 let timer = Task {
+                    // Cancelled only once another answer won (onResolved below): resolving then is a no-op.
                     try? await Task.sleep(for: timeout)
                     first.resolve(expired)
                 }

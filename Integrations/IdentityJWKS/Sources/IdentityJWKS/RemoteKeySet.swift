@@ -109,6 +109,7 @@ public actor RemoteKeySet {
     ///   when rate limited or the fetch failed.
     @discardableResult
     public func refreshForUnknownKey() async -> Bool {
+        // A failed fetch answers false (the token stays refused) and is kept in lastError by shared().
         if let inFlight { return (try? await inFlight.value.get()) != nil }
         let now = ContinuousClock.now
         if let last = lastUnknownKeyRefresh, now < last + configuration.unknownKeyRefreshInterval { return false }

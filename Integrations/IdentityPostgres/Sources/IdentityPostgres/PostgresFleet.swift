@@ -155,7 +155,10 @@ public final class PostgresFleet: Service, Sendable {
             if ContinuousClock.now >= deadline {
                 throw .unavailable(reason: "not ready after \(timeout) s: \(self.status.lastError?.description ?? "no answer yet")")
             }
-            try? await Task.sleep(for: .milliseconds(10))
+            // A cancelled wait ends now, as not ready: sleeping again would spin until the deadline.
+            do { try await Task.sleep(for: .milliseconds(10)) } catch {
+                throw .unavailable(reason: "the wait for readiness was cancelled")
+            }
         }
     }
 

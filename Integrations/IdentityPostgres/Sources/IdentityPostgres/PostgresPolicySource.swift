@@ -168,6 +168,8 @@ public final class PostgresPolicySource: PolicySource {
 
     /// A read in the background; its failure is kept in ``lastError`` and ``errors``.
     private func reloadReportingErrors() async {
+        // The failure is kept in lastError and errors (reload records it), and the source's last good set and
+        // its hasLoaded stay as they were: nothing is decided from a failed read.
         _ = try? await reload()
     }
 

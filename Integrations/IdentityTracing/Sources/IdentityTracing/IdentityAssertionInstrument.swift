@@ -73,6 +73,7 @@ public struct IdentityAssertionInstrument: Instrument {
               !identity.isUnmanaged
         else { return }
         let forwarded = context.identityAssertion.flatMap { $0.account == identity ? $0.tenant : nil }
+        // No token when signing fails: the peer then sees no identity and refuses, never another identity.
         guard let token = try? signer.sign(
             account: identity, tenant: tenant(identity) ?? forwarded, audience: audience, lifetime: lifetime)
         else { return }
