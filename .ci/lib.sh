@@ -135,6 +135,28 @@ step_test() {
     swift test "${debug_flags[@]}"
 }
 
+# A machine without libsodium, on this one: every file of the system's libsodium hidden behind /dev/null in a
+# private mount namespace (root's `unshare -m`), then the signed-identity suites and the harness's backend tests
+# on the build above. The harness must say libcrypto, and the answers must hold (the differential suite, which
+# crafts its cases with libsodium, is skipped there, as on such a machine).
+step_without_libsodium() {
+    local harness files
+    harness="$(swift build --show-bin-path)/identity-harness"
+    files="$(ldconfig -p | awk '/libsodium\.so/ { print $NF }' | xargs -r readlink -f | sort -u)"
+    if [ -z "$files" ]; then
+        echo "this machine has no libsodium: the suite above already ran without it"
+        return 0
+    fi
+    # shellcheck disable=SC2016
+    unshare -m bash -c '
+        set -euo pipefail
+        harness="$1"; shift
+        for file in "$@"; do mount --bind /dev/null "$file"; done
+        "$harness" bench --backend | tee /dev/stderr | grep -qx libcrypto
+        swift test --skip-build --filter "IdentityAssertionsTests|HarnessBackendTests"
+    ' _ "$harness" $files
+}
+
 step_test_tsan() {
     swift test --sanitize=thread --scratch-path "$tsan_build"
 }
@@ -208,6 +230,7 @@ landing_lane() {
     ci_step "identity-harness verify: the propagation table, live" step_verify
     ci_step "examples: LegacyBridge, MultiTenantService, MultiIdentityClient" step_examples
     ci_step "swift test (the README's test command)" step_test
+    ci_step "without libsodium: the signed-identity tests with the system's libsodium hidden" step_without_libsodium
     ci_step "swift test --sanitize=thread (own build folder)" step_test_tsan
     ci_step "release build of identity-harness" step_release_build
     ci_step "callgrind gate: the headline pairs (dispatch, reads)" step_callgrind headline

@@ -96,7 +96,7 @@ struct HarnessCommandLineTests {
                      "--seed", "--duration", "--identities", "--depth", "--in-flight", "--fault", "--isolation",
                      "--operations", "--isolation-fault", "--private-key", "--public-key", "--kid", "--issuer",
                      "--audience", "--account", "--tenant", "--lifetime", "--jwks-out", "--jwks", "--mode", "--rounds",
-                     "--scale", "--list", "--pair", "--side", "--count", "--only", "--cpu-time"] {
+                     "--scale", "--list", "--pair", "--side", "--count", "--only", "--cpu-time", "--backend"] {
             #expect(output.contains(word), "\(word) is not in --help")
         }
     }
