@@ -22,9 +22,14 @@ import tempfile
 import time
 import uuid
 
-import jwt
-from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
-from cryptography.hazmat.primitives import serialization
+# Not in Python's standard library: .ci/lib.sh's step_pyjwt installs them from PyPI before this runs.
+try:
+    import jwt
+    from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+    from cryptography.hazmat.primitives import serialization
+except ImportError as error:
+    sys.exit(f"{error}: this check needs PyJWT and cryptography: "
+             'python3 -m pip install "pyjwt>=2.8" "cryptography>=41"')
 
 HARNESS = sys.argv[1] if len(sys.argv) > 1 else ".build/debug/identity-harness"
 ISSUER, AUDIENCE = "frontend", "documents"

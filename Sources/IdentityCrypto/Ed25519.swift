@@ -186,6 +186,31 @@ package enum Ed25519 {
     package static var sodiumReady: Bool { Sodium.library != nil }
     #endif
 
+    /// The library that verifies Ed25519 signatures in this process, for reports (`identity-harness bench`
+    /// prints it): `libsodium` when it loaded at run time (Linux, ``Sodium``), `libcrypto` when it did not or
+    /// `IDENTITY_SODIUM=off` kept it out, `CryptoKit` on Apple platforms, `swift-crypto` in Checks/SwiftCrypto.
+    package static var verificationBackend: String {
+        #if canImport(CryptoKit)
+        "CryptoKit"
+        #elseif IDENTITY_SWIFT_CRYPTO
+        "swift-crypto"
+        #elseif os(Linux)
+        Sodium.library == nil ? "libcrypto" : "libsodium"
+        #else
+        "libcrypto"
+        #endif
+    }
+
+    /// ``verificationBackend`` with where it came from or why libsodium is not used, e.g.
+    /// `libsodium (libsodium.so.23, loaded at run time)` or `libcrypto (libsodium not used: IDENTITY_SODIUM=off)`.
+    package static var verificationBackendDescription: String {
+        #if !(canImport(CryptoKit) || IDENTITY_SWIFT_CRYPTO) && os(Linux)
+        Sodium.backendDescription
+        #else
+        verificationBackend
+        #endif
+    }
+
     /// Which library verifies (Linux): the accelerator when loaded, or libcrypto whatever is loaded.
     package enum Backend: Sendable {
         case automatic

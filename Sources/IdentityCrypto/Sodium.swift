@@ -32,7 +32,7 @@ package enum Sodium {
     package enum Unavailable: Sendable, Equatable {
         /// `IDENTITY_SODIUM=off`.
         case disabledByEnvironment
-        /// Neither name loaded (`dlerror()`'s text).
+        /// Neither name loaded (`dlerror()`'s text for each, in order).
         case notFound(String)
         /// The library lacks a function (its name).
         case missingSymbol(String)
@@ -64,10 +64,11 @@ package enum Sodium {
         if let setting = getenv("IDENTITY_SODIUM"), String(cString: setting) == "off" {
             return .failure(SodiumUnavailableError(.disabledByEnvironment))
         }
-        var lastError = "not looked for"
+        var errors: [String] = []
         for name in libraryNames {
             guard let handle = dlopen(name, RTLD_NOW | RTLD_LOCAL) else {
-                lastError = dlerror().map { String(cString: $0) } ?? "\(name) not found"
+                // Every name's reason: a library that is there but does not load says so, not only the last miss.
+                errors.append(dlerror().map { String(cString: $0) } ?? "\(name) not found")
                 continue
             }
             guard let initSymbol = dlsym(handle, "sodium_init") else {
@@ -82,7 +83,7 @@ package enum Sodium {
             guard status >= 0 else { return .failure(SodiumUnavailableError(.initFailed(status))) }
             return .success(Library(verifyDetached: unsafeBitCast(verifySymbol, to: Library.Verify.self), name: name))
         }
-        return .failure(SodiumUnavailableError(.notFound(lastError)))
+        return .failure(SodiumUnavailableError(.notFound(errors.joined(separator: "; "))))
     }
 }
 

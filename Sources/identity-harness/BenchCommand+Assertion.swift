@@ -256,7 +256,8 @@ extension BenchCommand {
     /// - **peer**: `IdentityAssertionVerifier.verify` with libcrypto's `EVP_DigestVerify` (`Ed25519.libcryptoOnly`:
     ///   the verifier as it was before libsodium, and the fallback when `sodium_init()` fails);
     /// - **ours**: `IdentityAssertionVerifier.verify` as shipped: libsodium on Linux when it loaded at run time
-    ///   (`Sodium`; the table's heading says which backend ran), libcrypto otherwise.
+    ///   (`Sodium`), libcrypto otherwise (`IDENTITY_SODIUM=off`, or no libsodium on the machine); the row's title
+    ///   and the line above the table say which backend ran.
     ///
     /// The same pool and single-use verifiers as `assertion-verify` (each operation a distinct token, never a
     /// replay). ours/peer is the gain of libsodium per fresh token.
@@ -264,7 +265,8 @@ extension BenchCommand {
         let accepted = Mutex(0)
         func count(_ hits: Int) { accepted.withLock { $0 &+= hits } }
         return Pair(
-            name: "assertion-verify-fresh", title: "verify a fresh token: libsodium (ours) against libcrypto only (peer)",
+            name: "assertion-verify-fresh",
+            title: "verify a fresh token: \(Ed25519.verificationBackend) (ours) against libcrypto only (peer)",
             targetRatio: nil, operations: operations,
             raw: { total in
                 Ed25519.libcryptoOnly.store(false, ordering: .relaxed)

@@ -30,6 +30,9 @@ import Synchronization
 /// - one member (`--pair NAME --side raw|peer|ours --count N`): runs a warm-up of 1,000 operations, then
 ///   `N` operations of that member, and nothing else, for `scripts/callgrind-pairs.sh` to count
 ///   instructions (a run with `--count 0` is the baseline it subtracts).
+///
+/// `--backend` prints the process's Ed25519 verification backend (`libsodium` or `libcrypto` on Linux:
+/// `IDENTITY_SODIUM=off` forces libcrypto) and nothing else; the table prints it above its rows.
 enum BenchCommand {
     enum Side: String, CaseIterable {
         case raw, peer, ours
@@ -89,6 +92,10 @@ enum BenchCommand {
             case "--list":
                 for pair in makePairs(scale: 1) { print(pair.name) }
                 return true
+            case "--backend":
+                // For scripts/callgrind-pairs.sh, whose limits for the Ed25519 verification pairs are per backend.
+                print(Ed25519.verificationBackend)
+                return true
             default:
                 throw flags.unknown(flag)
             }
@@ -113,10 +120,8 @@ enum BenchCommand {
             FileHandle.standardError.write(Data("bench: unknown pair \(options.only ?? "")\n".utf8))
             return false
         }
-        #if os(Linux)
         // The Ed25519 backend decides the assertion pairs' figures: say which one ran.
-        print("Ed25519 verification: \(Sodium.backendDescription)")
-        #endif
+        print("Ed25519 verification: \(Ed25519.verificationBackendDescription)")
         printTable(shown, rounds: options.rounds, cpuTime: options.cpuTime)
         return true
     }

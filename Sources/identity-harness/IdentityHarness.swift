@@ -95,6 +95,7 @@ struct IdentityHarness {
                    (use: swift run -c release identity-harness bench)
                    --rounds N (≥ 1) --scale X (> 0) --list --pair NAME (one pair, one side: for callgrind)
                    --side raw|peer|ours --count N (≥ 0; 0: setup only) --only NAME (print one pair's row) --cpu-time
+                   --backend (print the Ed25519 verification backend: libsodium or libcrypto; IDENTITY_SODIUM=off)
           wipe-child  internal: the child process the crash tests kill in the middle of a wipe
         Bad values are errors (exit 64), never replaced by defaults.
         """

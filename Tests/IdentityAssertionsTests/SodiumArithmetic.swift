@@ -1,4 +1,6 @@
-#if os(Linux)
+// The libcrypto branch only: Checks/SwiftCrypto compiles this target on swift-crypto (IDENTITY_SWIFT_CRYPTO),
+// where neither libcrypto's Ed25519 nor libsodium verifies.
+#if os(Linux) && !IDENTITY_SWIFT_CRYPTO
 import Glibc
 
 /// The libsodium point and scalar arithmetic the Ed25519 case generator crafts adversarial signatures with,

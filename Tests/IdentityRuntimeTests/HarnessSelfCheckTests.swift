@@ -13,16 +13,31 @@ struct HarnessSelfCheckTests {
         return candidates.first { FileManager.default.isExecutableFile(atPath: $0.path) }
     }
 
-    /// Runs the harness and returns its exit status and output.
-    static func runHarness(_ arguments: [String]) throws -> (status: Int32, output: String) {
+    /// Runs the harness and returns its exit status and output (standard output and error together).
+    /// `environment`: variables set (a `nil` value removes one) over this process's own; `input`: its standard input.
+    static func runHarness(
+        _ arguments: [String], environment: [String: String?] = [:], input: String? = nil
+    ) throws -> (status: Int32, output: String) {
         guard let harness else { throw HarnessMissing() }
         let process = Process()
         process.executableURL = harness
         process.arguments = arguments
+        if !environment.isEmpty {
+            var merged = ProcessInfo.processInfo.environment
+            for (name, value) in environment { merged[name] = value }
+            process.environment = merged
+        }
         let pipe = Pipe()
         process.standardOutput = pipe
         process.standardError = pipe
+        let inputPipe = input.map { _ in Pipe() }
+        if let inputPipe { process.standardInput = inputPipe }
         try process.run()
+        if let input, let inputPipe {
+            // Small inputs (a few tokens) fit the pipe's buffer: no deadlock against the output read below.
+            try inputPipe.fileHandleForWriting.write(contentsOf: Data(input.utf8))
+            try inputPipe.fileHandleForWriting.close()
+        }
         let output = pipe.fileHandleForReading.readDataToEndOfFile()
         process.waitUntilExit()
         return (process.terminationStatus, String(decoding: output, as: UTF8.self))
@@ -81,7 +96,7 @@ struct HarnessCommandLineTests {
                      "--seed", "--duration", "--identities", "--depth", "--in-flight", "--fault", "--isolation",
                      "--operations", "--isolation-fault", "--private-key", "--public-key", "--kid", "--issuer",
                      "--audience", "--account", "--tenant", "--lifetime", "--jwks-out", "--jwks", "--mode", "--rounds",
-                     "--scale", "--list", "--pair", "--side", "--count", "--only", "--cpu-time"] {
+                     "--scale", "--list", "--pair", "--side", "--count", "--only", "--cpu-time", "--backend"] {
             #expect(output.contains(word), "\(word) is not in --help")
         }
     }

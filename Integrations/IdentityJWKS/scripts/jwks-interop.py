@@ -22,9 +22,14 @@ import time
 import uuid
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
-import jwt
-from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
-from jwt.algorithms import OKPAlgorithm
+# Not in Python's standard library: .ci/lib.sh's step_pyjwt installs them from PyPI before this runs.
+try:
+    import jwt
+    from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+    from jwt.algorithms import OKPAlgorithm
+except ImportError as error:
+    sys.exit(f"{error}: this check needs PyJWT and cryptography: "
+             'python3 -m pip install "pyjwt>=2.8" "cryptography>=41"')
 
 HARNESS = sys.argv[1] if len(sys.argv) > 1 else ".build/debug/identity-harness"
 CHECK = sys.argv[2] if len(sys.argv) > 2 else ".build-integrations/debug/identity-jwks-check"
