@@ -26,6 +26,11 @@ public protocol ManagedIdentityPolicy: Sendable {
     /// and modified only under that account's own effective file identity and goes to no other owner. An implementation that
     /// wants to share data between accounts says so by implementing this requirement; isolation is never
     /// something a policy must remember to switch on.
+    ///
+    /// > Important: This answer decides only while `owner` is managed, or for data created while it was not.
+    /// > Data created while its owner was managed records that fact, and once the owner is no longer managed
+    /// > the protection managers refuse it (108) to everyone but its owner after asking this requirement,
+    /// > whatever it answers: see "Recorded isolation" in <doc:DataAndFileProtection>.
     func refusal(of access: ProtectedDataAccess, to owner: Identity) -> ProtectionError?
 }
 
