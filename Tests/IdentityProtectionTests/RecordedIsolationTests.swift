@@ -253,6 +253,31 @@ struct RecordedIsolationTests {
         #expect(String(decoding: own, as: UTF8.self) == secret)
     }
 
+    @Test("copies and rewrites the owner makes after the withdrawal keep the record", arguments: [true, false])
+    func ownersCopiesStayIsolated(encrypt: Bool) async throws {
+        let written = try await WrittenWhileManaged(.staticPolicy, encrypt: encrypt)
+        written.withdraw()
+        let copy = written.root + "/copy-by-alice.txt"
+        let sealed = written.root + "/sealed-by-alice.idps"
+        try IdentityContext.withThreadIdentity(alice) {
+            try written.files.decryptFile(atPath: written.file, toPath: copy)
+            try written.files.protect(atPath: written.file, toPath: sealed, owner: alice)
+            // Re-protecting for herself writes an encrypted file anew in the clear (she is not managed now).
+            try written.files.protect(atPath: written.handleFile, owner: alice)
+        }
+        for path in [copy, sealed, written.handleFile] {
+            #expect(try written.files.isIsolated(atPath: path), "\(path)")
+            for reader in bystanders {
+                let error = IdentityContext.withThreadIdentity(reader) { protectionError { try written.files.readFile(atPath: path) } }
+                #expect(error?.code == 108, "\(path) as \(String(describing: reader))")
+            }
+        }
+        let out = written.root + "/out.txt"
+        let error = IdentityContext.withThreadIdentity(carol) { protectionError { try written.files.unprotect(atPath: sealed, toPath: out) } }
+        #expect(error?.code == 108)
+        #expect(!FileManager.default.fileExists(atPath: out))
+    }
+
     @Test("data created while its owner was not managed stays readable by all after the owner leaves again")
     func unmanagedDataStaysOpen() throws {
         let f = try Fixture(isolated: true)

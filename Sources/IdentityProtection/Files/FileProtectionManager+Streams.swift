@@ -61,8 +61,10 @@ extension FileProtectionManager {
                 plaintext = FileDescriptorSource(fd: fd, path: source)
             }
             var input = plaintext
-            // The file holding the envelope is recorded as the envelope is: isolated when encrypted.
-            let record = RecordedOwner(owner, isolated: sealer.header.keyID != nil)
+            // The file holding the envelope is isolated when the envelope is (encrypted), and when it holds its
+            // isolated owner's own data (as a copy keeps the original's record).
+            let carried = record(of: owner, carrying: sourceOwner).isIsolated
+            let record = RecordedOwner(owner, isolated: sealer.header.keyID != nil || carried)
             try writeAtomically(destination, owner: record, replacing: replaced) { (output) throws(ProtectionError) in
                 while true {
                     let piece = try input.read(upTo: Self.streamPieceSize)
