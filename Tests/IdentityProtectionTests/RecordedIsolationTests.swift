@@ -278,6 +278,29 @@ struct RecordedIsolationTests {
         #expect(!FileManager.default.fileExists(atPath: out))
     }
 
+    @Test("an owner-index entry written before isolation was recorded stays isolated once read while its owner is managed")
+    func legacyIndexEntryStaysIsolated() async throws {
+        let written = try await WrittenWhileManaged(.staticPolicy, encrypt: false, ownerStorage: .indexOnly)
+        let indexPath = written.files.stateDirectory + "/owners.index"
+        let index = try #require(FileManager.default.contents(atPath: indexPath))
+        let legacy = String(decoding: index, as: UTF8.self).replacingOccurrences(of: #""isolated":true,"#, with: "")
+        #expect(legacy != String(decoding: index, as: UTF8.self), "the entries recorded isolation")
+        try Data(legacy.utf8).write(to: URL(fileURLWithPath: indexPath))
+        // A manager started on the state as an earlier build left it.
+        let files = try FileProtectionManager(
+            roots: [written.root], keyStore: written.files.keyStore, policy: written.files.policy,
+            stateDirectory: written.files.stateDirectory, ownerStorage: .indexOnly)
+        let whileManaged = IdentityContext.withThreadIdentity(carol) { protectionError { try files.readFile(atPath: written.file) } }
+        #expect(whileManaged?.code == 108)
+        written.withdraw()
+        for reader in bystanders {
+            let error = IdentityContext.withThreadIdentity(reader) { protectionError { try files.readFile(atPath: written.file) } }
+            #expect(error?.code == 108)
+        }
+        let own = try IdentityContext.withThreadIdentity(alice) { try files.readFile(atPath: written.file) }
+        #expect(String(decoding: own, as: UTF8.self) == secret)
+    }
+
     @Test("data created while its owner was not managed stays readable by all after the owner leaves again")
     func unmanagedDataStaysOpen() throws {
         let f = try Fixture(isolated: true)

@@ -62,6 +62,7 @@ final class OwnerIndex: Sendable {
         try entries.withLock { (entries: inout [String: Entry]?) throws(ProtectionError) in
             try loadIfNeeded(&entries)
             let key = OwnerIndex.key(info)
+            // An entry whose owner does not validate is not marked: reading it fails (104) anyway.
             guard var entry = entries?[key], entry.isolated != true,
                   (try? Identity(validating: entry.owner)) == owner else { return }
             entry.isolated = true
