@@ -15,6 +15,12 @@ struct DataEnvelope {
     let headerLength: Int
     let bodyLength: Int
 
+    /// The owner as recorded: an encrypted envelope is isolated (the runtime encrypts exactly the envelopes
+    /// created while their owner was managed, and the flag is authenticated with the header).
+    var recordedOwner: RecordedOwner {
+        RecordedOwner(owner, isolated: isEncrypted)
+    }
+
     var info: ProtectionInfo {
         ProtectionInfo(owner: owner, isEncrypted: isEncrypted, keyID: keyID, formatVersion: EnvelopeFormat.version)
     }

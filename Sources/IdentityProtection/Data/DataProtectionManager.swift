@@ -114,7 +114,7 @@ public final class DataProtectionManager: Sendable {
     /// The envelope of `plaintext` for `owner`, built in place: the header, then the body sealed straight into
     /// the result (no intermediate buffer).
     func seal(_ plaintext: UnsafeRawBufferPointer, owner: Identity) throws(ProtectionError) -> Data {
-        try policy.authorize(.create, to: owner)
+        try policy.authorizeCreation(for: owner)
         guard isManaged(owner) else {
             var output = Data(try DataEnvelope.header(owner: owner, key: nil, nonce: nil, bodyLength: plaintext.count))
             output.append(contentsOf: plaintext)
@@ -139,12 +139,15 @@ public final class DataProtectionManager: Sendable {
     /// `bytes` is not an envelope.
     func open(_ bytes: UnsafeRawBufferPointer) throws(ProtectionError) -> Data? {
         guard let envelope = try DataEnvelope.parse(bytes) else { return nil }
-        try policy.authorize(.read(reader: IdentityContext.effectiveFileIdentity), to: envelope.owner)
+        let access = ProtectedDataAccess.read(reader: IdentityContext.effectiveFileIdentity)
         let body = UnsafeRawBufferPointer(rebasing: bytes[envelope.headerLength..<envelope.headerLength + envelope.bodyLength])
         guard envelope.isEncrypted, let keyID = envelope.keyID, let nonce = envelope.nonce else {
+            try policy.authorize(access, to: envelope.recordedOwner)
             return Data(body)
         }
-        let key = try keyStore.key(withID: keyID, for: envelope.owner)
+        let key = try policy.authorizedKey(access, to: envelope.recordedOwner) { () throws(ProtectionError) -> ProtectionKey in
+            try keyStore.key(withID: keyID, for: envelope.owner)
+        }
         let tagStart = envelope.headerLength + envelope.bodyLength
         var output = Data(count: envelope.bodyLength)
         try withMutableRawBytes(of: &output) { (out) throws(ProtectionError) in

@@ -13,7 +13,7 @@ struct StreamEndpoints {
         guard (EncryptedFileFormat.minimumChunkSize...EncryptedFileFormat.maximumChunkSize).contains(chunkSize) else {
             throw .invalidEnvelope(reason: "chunk size \(chunkSize) outside 1...\(EncryptedFileFormat.maximumChunkSize)")
         }
-        try policy.authorize(.create, to: owner)
+        try policy.authorizeCreation(for: owner)
         let key = !owner.isUnmanaged && policy.isManaged(owner) ? try keyStore.currentKey(for: owner) : nil
         return try StreamSealer(header: try StreamFormat.makeHeader(owner: owner, key: key, chunkSize: chunkSize), key: key)
     }
@@ -24,9 +24,13 @@ struct StreamEndpoints {
         let policy = policy
         let keyStore = keyStore
         return StreamOpener { (header) throws(ProtectionError) -> ProtectionKey? in
-            try policy.authorize(.read(reader: reader), to: header.owner)
-            guard let keyID = header.keyID else { return nil }
-            return try keyStore.key(withID: keyID, for: header.owner)
+            guard let keyID = header.keyID else {
+                try policy.authorize(.read(reader: reader), to: header.recordedOwner)
+                return nil
+            }
+            return try policy.authorizedKey(.read(reader: reader), to: header.recordedOwner) { () throws(ProtectionError) -> ProtectionKey in
+                try keyStore.key(withID: keyID, for: header.owner)
+            }
         }
     }
 }

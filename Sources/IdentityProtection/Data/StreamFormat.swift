@@ -28,6 +28,11 @@ enum StreamFormat {
         let salt: [UInt8]
         let chunkSize: Int
         let bytes: [UInt8]
+
+        /// The owner as recorded: an encrypted stream is isolated (see ``DataEnvelope/recordedOwner``).
+        var recordedOwner: RecordedOwner {
+            RecordedOwner(owner, isolated: keyID != nil)
+        }
     }
 
     static func makeHeader(owner: Identity, key: ProtectionKey?, chunkSize: Int) throws(ProtectionError) -> Header {

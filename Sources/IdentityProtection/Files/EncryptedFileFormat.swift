@@ -57,6 +57,13 @@ enum EncryptedFileFormat {
             ProtectionInfo(owner: owner, isEncrypted: true, keyID: keyID, formatVersion: version)
         }
 
+        /// The owner as recorded: an encrypted file is always isolated. The runtime encrypts a file only for a
+        /// managed owner, so its encryption is the record that the owner was managed when it was written;
+        /// files of either version, written before isolation was recorded, included.
+        var recordedOwner: RecordedOwner {
+            RecordedOwner(owner, isolated: true)
+        }
+
         /// Whether the file has the version 1 layout (read only).
         var isLegacy: Bool { version == EncryptedFileFormat.legacyVersion }
 

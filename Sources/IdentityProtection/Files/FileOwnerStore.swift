@@ -7,56 +7,109 @@ import Musl
 import Darwin
 #endif
 
-/// Reads and writes file owners: the extended attribute, or the index (see ``OwnerStorage``).
+/// Reads and writes file owners: the extended attribute, or the index (see ``OwnerStorage``), and with each
+/// owner whether the file is isolated (``RecordedOwner``).
 struct FileOwnerStore: Sendable {
     /// The extended attribute holding a file's owner as UTF-8 (empty: the unmanaged identity).
     static let attributeName = "user.identityruntime.owner"
+    /// The extended attribute recording that a file was created while its owner was managed: it holds that
+    /// owner's name as UTF-8, and counts only while it names the owner the file has (a file re-owned by a
+    /// crashed write keeps a marker that names someone else, which counts for nothing). A value that is not a
+    /// valid identity counts as a marker: when in doubt, the file is isolated.
+    static let isolationAttributeName = "user.identityruntime.isolated"
 
     let storage: OwnerStorage
     let index: OwnerIndex
 
-    /// Records `owner` on the open file `fd` (`nil`: removes it). Works on a temporary file before it is
-    /// renamed into place: the attribute and the inode move with it.
-    func setOwner(_ owner: Identity?, fd: Int32, path: String) throws(ProtectionError) {
+    /// Records `record` on the open file `fd` (no owner: removes the owner and the isolation marker). Works on
+    /// a temporary file before it is renamed into place: the attributes and the inode move with it.
+    func setOwner(_ record: RecordedOwner, fd: Int32, path: String) throws(ProtectionError) {
         let info = try POSIX.fstatFD(fd, path: path)
         if storage == .automatic {
-            if let owner {
-                if try POSIX.setXattr(fd: fd, path: path, FileOwnerStore.attributeName, Array(owner.name.utf8)) {
-                    try index.set(nil, for: info, path: path)
-                    return
+            if let owner = record.owner {
+                let name = Array(owner.name.utf8)
+                if record.isIsolated {
+                    // The marker before the owner: in between, the marker names the new owner and the old
+                    // owner's record does not count it, so no owner gains or loses a marker it did not have.
+                    guard try POSIX.setXattr(fd: fd, path: path, FileOwnerStore.isolationAttributeName, name) else {
+                        return try index.set(owner, isolated: true, for: info, path: path)
+                    }
+                    if try POSIX.setXattr(fd: fd, path: path, FileOwnerStore.attributeName, name) {
+                        return try index.set(nil, isolated: false, for: info, path: path)
+                    }
+                } else {
+                    // The owner before the marker goes: in between, a stale marker names the previous owner.
+                    if try POSIX.setXattr(fd: fd, path: path, FileOwnerStore.attributeName, name) {
+                        try POSIX.removeXattr(fd: fd, path: path, FileOwnerStore.isolationAttributeName)
+                        return try index.set(nil, isolated: false, for: info, path: path)
+                    }
                 }
             } else {
                 try POSIX.removeXattr(fd: fd, path: path, FileOwnerStore.attributeName)
+                try POSIX.removeXattr(fd: fd, path: path, FileOwnerStore.isolationAttributeName)
             }
         }
-        try index.set(owner, for: info, path: path)
+        try index.set(record.owner, isolated: record.isIsolated, for: info, path: path)
     }
 
-    /// Records `owner` on the file at `path` (following symbolic links).
-    func setOwner(_ owner: Identity?, path: String) throws(ProtectionError) {
+    /// Records `record` on the file at `path` (following symbolic links).
+    func setOwner(_ record: RecordedOwner, path: String) throws(ProtectionError) {
         let fd = try POSIX.openFile(path, O_RDONLY)
         defer { POSIX.closeFile(fd) }
-        try setOwner(owner, fd: fd, path: path)
+        try setOwner(record, fd: fd, path: path)
     }
 
     /// The recorded owner of the file at `path` whose `stat` is `info`, or `nil`.
     /// - Throws: ``ProtectionError/invalidIdentity(reason:)`` (104) when the recorded value is not a valid identity.
     func owner(path: String, info: stat) throws(ProtectionError) -> Identity? {
+        try record(path: path, info: info).owner
+    }
+
+    /// The recorded owner of the file at `path` whose `stat` is `info`, and whether the file is recorded
+    /// isolated; ``RecordedOwner/unowned`` when it has no owner. A record written before isolation was
+    /// recorded has no marker: isolated only while its owner is managed (the caller upgrades it, see
+    /// ``recordIsolation(of:path:info:)``).
+    /// - Throws: ``ProtectionError/invalidIdentity(reason:)`` (104) when the recorded owner is not a valid identity.
+    func record(path: String, info: stat) throws(ProtectionError) -> RecordedOwner {
         if storage == .automatic {
             switch try POSIX.getXattr(path, FileOwnerStore.attributeName) {
             case let .value(bytes):
-                return try withRawBytes(of: bytes) { (raw: UnsafeRawBufferPointer) throws(ProtectionError) -> Identity in
+                let owner = try withRawBytes(of: bytes) { (raw: UnsafeRawBufferPointer) throws(ProtectionError) -> Identity in
                     try EnvelopeFormat.decodeOwner(raw)
                 }
+                return RecordedOwner(owner, isolated: try isolationMarker(path: path, names: owner))
             case .absent, .unsupported:
                 break
             }
         }
-        guard let name = try index.owner(of: info) else { return nil }
+        guard let entry = try index.entry(of: info) else { return .unowned }
         do {
-            return try Identity(validating: name)
+            return RecordedOwner(try Identity(validating: entry.owner), isolated: entry.isolated == true)
         } catch {
             throw .invalidIdentity(reason: "owner index entry for \(path): \(error)")
+        }
+    }
+
+    /// Records that the file at `path` (whose `stat` is `info`) owned by `owner` is isolated, where its owner
+    /// is recorded; nothing when its owner is no longer `owner`.
+    func recordIsolation(of owner: Identity, path: String, info: stat) throws(ProtectionError) {
+        if storage == .automatic, case .value = try POSIX.getXattr(path, FileOwnerStore.attributeName) {
+            // The marker names the owner: should the file be re-owned meanwhile, it counts for nothing.
+            if try POSIX.setXattr(path: path, FileOwnerStore.isolationAttributeName, Array(owner.name.utf8)) { return }
+        }
+        try index.markIsolated(owner, for: info)
+    }
+
+    /// Whether the isolation marker of the file at `path` names `owner` (or is not a valid identity).
+    private func isolationMarker(path: String, names owner: Identity) throws(ProtectionError) -> Bool {
+        guard case let .value(bytes) = try POSIX.getXattr(path, FileOwnerStore.isolationAttributeName) else { return false }
+        do throws(ProtectionError) {
+            let marked = try withRawBytes(of: bytes) { (raw: UnsafeRawBufferPointer) throws(ProtectionError) -> Identity in
+                try EnvelopeFormat.decodeOwner(raw)
+            }
+            return marked == owner
+        } catch {
+            return true
         }
     }
 

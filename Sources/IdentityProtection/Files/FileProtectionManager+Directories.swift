@@ -36,13 +36,15 @@ extension FileProtectionManager {
     ///   the caller may not re-own the directory's current owner's directory; ``ProtectionError/ioFailure(path:operation:errno:)`` (106) the OS refused.
     public func protectDirectory(atPath path: String, owner: Identity? = nil) throws(ProtectionError) {
         let owner = owner ?? IdentityContext.effectiveFileIdentity
-        try policy.authorize(.create, to: owner)
+        try policy.authorizeCreation(for: owner)
         let path = try target(path)
         guard let info = try POSIX.statPath(path), POSIX.isDirectory(info) else { throw .fileNotFound(path: path) }
-        try authorizeHandOver(of: try owners.owner(path: path, info: info), to: owner)
+        try authorizeHandOver(of: try owners.record(path: path, info: info), to: owner)
         let fd = try POSIX.openFile(path, O_RDONLY | O_DIRECTORY)
         defer { POSIX.closeFile(fd) }
-        try owners.setOwner(owner, fd: fd, path: path)
+        // A directory holds no data of its own: its owner only names the owner of files created in it, which
+        // record their own isolation.
+        try owners.setOwner(RecordedOwner(owner, isolated: false), fd: fd, path: path)
     }
 
     /// The owner given to the directory at `path` with ``protectDirectory(atPath:owner:)``, or `nil`.

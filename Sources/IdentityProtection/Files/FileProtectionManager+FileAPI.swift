@@ -29,7 +29,7 @@ extension FileProtectionManager {
         let mode = previous.map { $0.st_mode & 0o7777 } ?? (encrypt ? 0o600 : 0o644)
         var output = try AtomicFile(replacing: path, mode: mode)
         do throws(ProtectionError) {
-            try owners.setOwner(owner, fd: output.fd, path: output.temporaryPath)
+            try owners.setOwner(policy.record(ofNewDataOwnedBy: owner), fd: output.fd, path: output.temporaryPath)
             if let owner, encrypt {
                 let key = try keyStore.currentKey(for: owner)
                 let header = try EncryptedFileFormat.newHeader(owner: owner, key: key, chunkSize: chunkSize)
@@ -56,7 +56,7 @@ extension FileProtectionManager {
         let fd = try POSIX.openFile(path, O_RDONLY)
         defer { POSIX.closeFile(fd) }
         guard let header = try EncryptedFileFormat.readHeader(fd, path: path) else {
-            try policy.authorize(.read(reader: IdentityContext.effectiveFileIdentity), to: try owners.owner(path: path, info: info))
+            try policy.authorize(.read(reader: IdentityContext.effectiveFileIdentity), to: try currentOwner(path: path, info: info, header: nil))
             guard lseek(fd, 0, SEEK_SET) == 0 else { throw POSIX.failure(path, "lseek") }
             return Data(try POSIX.readToEnd(fd, path: path))
         }
@@ -129,7 +129,7 @@ extension FileProtectionManager {
             // The handle reads (or writes) what the new owner puts into the file later: the caller must be
             // allowed that, as for an existing file of that owner.
             let caller = IdentityContext.effectiveFileIdentity
-            try policy.authorize(writes ? .modify(writer: caller) : .read(reader: caller), to: newOwner)
+            try policy.authorize(writes ? .modify(writer: caller) : .read(reader: caller), to: policy.record(ofNewDataOwnedBy: newOwner))
         }
         return try creating(for: assignsOwner ? newOwner : nil) { () throws(ProtectionError) -> FileHandle in
             try open(path, flags: flags, options: options, permissions: permissions, newOwner: newOwner,
@@ -164,15 +164,15 @@ extension FileProtectionManager {
             guard POSIX.isRegular(info) else { throw ProtectionError.fileNotFound(path: path) }
             if created || options.contains(.truncate) {
                 if options.contains(.truncate) { try POSIX.truncateFD(fd, to: 0, path: path) }
-                try owners.setOwner(newOwner, fd: fd, path: path)
+                try owners.setOwner(policy.record(ofNewDataOwnedBy: newOwner), fd: fd, path: path)
             } else {
                 if let header = try encryptedHeader(path) {
-                    try policy.authorize(.read(reader: IdentityContext.effectiveFileIdentity), to: header.owner)
+                    try policy.authorize(.read(reader: IdentityContext.effectiveFileIdentity), to: header.recordedOwner)
                     throw ProtectionError.encryptionRequired(path: path)
                 }
-                let owner = try owners.owner(path: path, info: info)
+                let owner = try currentOwner(path: path, info: info, header: nil)
                 try policy.authorize(.read(reader: IdentityContext.effectiveFileIdentity), to: owner)
-                if let owner, requiresEncryption(owner) { throw ProtectionError.encryptionRequired(path: path) }
+                if let owner = owner.owner, requiresEncryption(owner) { throw ProtectionError.encryptionRequired(path: path) }
             }
         } catch {
             POSIX.closeFile(fd)

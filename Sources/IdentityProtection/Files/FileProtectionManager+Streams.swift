@@ -48,7 +48,7 @@ extension FileProtectionManager {
         let sourceOwner = try currentOwner(path: source, info: info, header: header)
         let reader = IdentityContext.effectiveFileIdentity
         try policy.authorize(.read(reader: reader), to: sourceOwner)
-        if let sourceOwner, sourceOwner != owner { try policy.authorize(.transfer(to: owner), to: sourceOwner) }
+        if let previous = sourceOwner.owner, previous != owner { try policy.authorize(.transfer(to: owner), to: sourceOwner) }
         let replaced = try authorizeReplacing(destination, newOwner: owner)
         try creating(for: owner) { () throws(ProtectionError) in
             var sealer = try StreamEndpoints(keyStore: keyStore, policy: policy)
@@ -61,7 +61,11 @@ extension FileProtectionManager {
                 plaintext = FileDescriptorSource(fd: fd, path: source)
             }
             var input = plaintext
-            try writeAtomically(destination, owner: owner, replacing: replaced) { (output) throws(ProtectionError) in
+            // The file holding the envelope is isolated when the envelope is (encrypted), and when it holds its
+            // isolated owner's own data (as a copy keeps the original's record).
+            let carried = record(of: owner, carrying: sourceOwner).isIsolated
+            let record = RecordedOwner(owner, isolated: sealer.header.keyID != nil || carried)
+            try writeAtomically(destination, owner: record, replacing: replaced) { (output) throws(ProtectionError) in
                 while true {
                     let piece = try input.read(upTo: Self.streamPieceSize)
                     try output.write(try withRawBytes(of: piece) { (raw) throws(ProtectionError) in try sealer.append(raw) })
@@ -104,18 +108,23 @@ extension FileProtectionManager {
         let reader = IdentityContext.effectiveFileIdentity
         let recordedOwner = try currentOwner(path: source, info: info, header: try EncryptedFileFormat.readHeader(fd, path: source))
         try policy.authorize(.read(reader: reader), to: recordedOwner)
-        let envelopeOwner = try streamOwner(fd: fd, path: source)
+        let envelope = try streamOwner(fd: fd, path: source)
+        let envelopeOwner = envelope?.owner
         // The copy is the source file's: its recorded owner decides, never the owner a header names (a clear
         // envelope's header is not authenticated). Plaintext of another owner's envelope becomes the
         // recorded owner's: a transfer.
-        let owner = recordedOwner ?? envelopeOwner
-        if let envelopeOwner, envelopeOwner != owner { try policy.authorize(.transfer(to: owner), to: envelopeOwner) }
+        let owner = recordedOwner.owner ?? envelopeOwner
+        if let envelope, let envelopeOwner, envelopeOwner != owner { try policy.authorize(.transfer(to: owner), to: envelope) }
+        // The copy stays isolated when the source file or its envelope was (an encrypted envelope is), for
+        // as long as it stays with that owner.
+        var copy = record(of: owner, carrying: recordedOwner)
+        if let envelope { copy = RecordedOwner(owner, isolated: copy.isIsolated || record(of: owner, carrying: envelope).isIsolated) }
         let replaced = try authorizeReplacing(destination, newOwner: owner)
         try creating(for: owner) { () throws(ProtectionError) in
             var opener = StreamEndpoints(keyStore: keyStore, policy: policy).opener(reader: reader)
             guard lseek(fd, 0, SEEK_SET) == 0 else { throw POSIX.failure(source, "lseek") }
             var input = FileDescriptorSource(fd: fd, path: source)
-            try writeAtomically(destination, owner: owner, replacing: replaced) { (output) throws(ProtectionError) in
+            try writeAtomically(destination, owner: copy, replacing: replaced) { (output) throws(ProtectionError) in
                 while true {
                     let piece = try input.read(upTo: Self.streamPieceSize)
                     try output.write(try withRawBytes(of: piece) { (raw) throws(ProtectionError) in try opener.append(raw) })
@@ -131,9 +140,10 @@ extension FileProtectionManager {
     /// Bytes read from a source file at a time.
     static var streamPieceSize: Int { 1 << 20 }
 
-    /// The owner named by the stream envelope at the start of `fd`, or `nil` when the file is not one.
+    /// The owner named by the stream envelope at the start of `fd` as the envelope records it (isolated when
+    /// encrypted), or `nil` when the file is not one.
     /// - Throws: ``ProtectionError/invalidEnvelope(reason:)`` (100) a truncated header or another of the runtime's formats; ``ProtectionError/unsupportedVersion(_:)`` (101), ``ProtectionError/invalidIdentity(reason:)`` (104) as the header says.
-    private func streamOwner(fd: Int32, path: String) throws(ProtectionError) -> Identity? {
+    private func streamOwner(fd: Int32, path: String) throws(ProtectionError) -> RecordedOwner? {
         guard lseek(fd, 0, SEEK_SET) == 0 else { throw POSIX.failure(path, "lseek") }
         var prefix: [UInt8] = []
         while true {
@@ -145,7 +155,7 @@ extension FileProtectionManager {
             }
             switch parsed {
             case .notAStream: return nil
-            case let .header(header): return header.owner
+            case let .header(header): return header.recordedOwner
             case .needMore: if atEnd { return nil }
             }
         }
@@ -166,7 +176,7 @@ extension FileProtectionManager {
     /// `body` writes the content; on any error the destination is left as it was. The index forgets the file
     /// it `replaced`.
     private func writeAtomically(
-        _ destination: String, owner: Identity?, replacing replaced: stat?,
+        _ destination: String, owner: RecordedOwner, replacing replaced: stat?,
         _ body: (AtomicFile) throws(ProtectionError) -> Void
     ) throws(ProtectionError) {
         var output = try AtomicFile(replacing: destination, mode: 0o600)

@@ -32,8 +32,10 @@ extension FileProtectionManager {
     /// Access: deleting an account's files and keys is a modification of its data, asked of the policy
     /// (``ProtectedDataAccess/modify(writer:)``) for the caller's `IdentityContext.effectiveFileIdentity`
     /// before anything is deleted: under isolation an account removes its own files, and code with no identity,
-    /// `""` or another tenant's account gets the policy's refusal. The administrative wipe of a managed account
-    /// is `PolicyManager.wipeData(forAccount:)`, which blocks the account first and then removes its files as
+    /// `""` or another tenant's account gets the policy's refusal. An account that is no longer managed is
+    /// refused to everyone but itself, too: its data may be recorded isolated (see
+    /// ``releaseIsolation(atPath:)``). The administrative wipe of an account, managed or not, is
+    /// `PolicyManager.wipeData(forAccount:)`, which blocks the account first and then removes its files as
     /// the policy that decided it.
     /// - Returns: the absolute paths deleted, sorted.
     /// - Throws: ``ProtectionError/invalidIdentity(reason:)`` (104) for the unmanaged identity (it is not an account); the policy's refusal
@@ -60,10 +62,12 @@ extension FileProtectionManager {
     }
 
     /// The access check of ``removeFiles(ownedByAnyOf:)``: a modification of every account's data by the caller.
+    /// Each account's data is taken as isolated: what the roots hold of it may have been created while it was
+    /// managed (that is known only file by file), and destroying its keys reaches every envelope it ever had.
     func authorizeRemoval(of accounts: Set<Identity>) throws(ProtectionError) {
         let caller = IdentityContext.effectiveFileIdentity
         for account in accounts.sorted(by: { $0.foldedName < $1.foldedName }) {
-            try policy.authorize(.modify(writer: caller), to: account)
+            try policy.authorize(.modify(writer: caller), to: RecordedOwner(account, isolated: true))
         }
     }
 

@@ -139,21 +139,21 @@ public final class FileProtectionManager: Sendable {
         try authorizeHandOver(of: previous, to: owner)
         try creating(for: owner) { () throws(ProtectionError) in
             if let owner, requiresEncryption(owner) {
-                if current?.owner == owner { return try owners.setOwner(owner, path: path) }
+                if current?.owner == owner { return try owners.setOwner(policy.record(ofNewDataOwnedBy: owner), path: path) }
                 return try encrypt(path: path, info: info, for: owner)
             }
-            guard current != nil || previous != owner else { return }
-            try rewriteInClear(path: path, info: info, for: owner)
+            guard current != nil || previous.owner != owner else { return }
+            try rewriteInClear(path: path, info: info, for: record(of: owner, carrying: previous))
         }
     }
 
-    /// Writes the plaintext of the file at `path` anew, in the clear, owned by `owner` (decrypting it, as a
-    /// transfer to `owner`, when it is encrypted), and forgets the replaced file's index entry.
-    private func rewriteInClear(path: String, info: stat, for owner: Identity?) throws(ProtectionError) {
+    /// Writes the plaintext of the file at `path` anew, in the clear, owned as `owner` says (decrypting it, as
+    /// a transfer to the owner, when it is encrypted), and forgets the replaced file's index entry.
+    private func rewriteInClear(path: String, info: stat, for owner: RecordedOwner) throws(ProtectionError) {
         let fd = try POSIX.openFile(path, O_RDONLY)
         defer { POSIX.closeFile(fd) }
         if let header = try EncryptedFileFormat.readHeader(fd, path: path) {
-            var source = DecryptingSource(try decryptor(fd: fd, path: path, header: header, access: .transfer(to: owner)))
+            var source = DecryptingSource(try decryptor(fd: fd, path: path, header: header, access: .transfer(to: owner.owner)))
             try writePlaintext(from: &source, to: path, mode: info.st_mode & 0o7777, owner: owner)
         } else {
             guard lseek(fd, 0, SEEK_SET) == 0 else { throw POSIX.failure(path, "lseek") }
@@ -221,13 +221,14 @@ public final class FileProtectionManager: Sendable {
         defer { POSIX.closeFile(fd) }
         let existing = try EncryptedFileFormat.readHeader(fd, path: path)
         if let existing, existing.owner == owner, !existing.isLegacy {
-            return try owners.setOwner(owner, fd: fd, path: path)
+            return try owners.setOwner(policy.record(ofNewDataOwnedBy: owner), fd: fd, path: path)
         }
         let key = try keyStore.currentKey(for: owner)
         let header = try EncryptedFileFormat.newHeader(owner: owner, key: key, chunkSize: chunkSize)
         var output = try AtomicFile(replacing: path, mode: info.st_mode & 0o7777)
         do throws(ProtectionError) {
-            try owners.setOwner(owner, fd: output.fd, path: output.temporaryPath)
+            // Encrypted for a managed owner: isolated, as the encryption itself records.
+            try owners.setOwner(RecordedOwner(owner, isolated: true), fd: output.fd, path: output.temporaryPath)
             if let existing {
                 var source = DecryptingSource(try decryptor(fd: fd, path: path, header: existing, access: .transfer(to: owner)))
                 try EncryptedFileFormat.encrypt(&source, header: header, key: key, into: output)
@@ -269,12 +270,20 @@ public final class FileProtectionManager: Sendable {
         // Decrypting in place rewrites the owner's file: a modification as well as a read. Asked for a file in
         // the clear too, so the answer does not tell a caller who may not touch it whether it is encrypted.
         if access == nil {
-            let owner = try currentOwner(path: path, info: info, header: header)
-            try policy.authorize(.modify(writer: IdentityContext.effectiveFileIdentity), to: owner)
+            let modify = ProtectedDataAccess.modify(writer: IdentityContext.effectiveFileIdentity)
+            if let header {
+                // With the key, as every decryption asks (``ManagedIdentityPolicy/authorizedKey(_:to:key:)``).
+                _ = try policy.authorizedKey(modify, to: header.recordedOwner) { () throws(ProtectionError) -> ProtectionKey in
+                    try keyStore.key(withID: header.keyID, for: header.owner)
+                }
+            } else {
+                try policy.authorize(modify, to: try currentOwner(path: path, info: info, header: nil))
+            }
         }
         guard let header else { return }
         var source = DecryptingSource(try decryptor(fd: fd, path: path, header: header, access: access))
-        try writePlaintext(from: &source, to: path, mode: info.st_mode & 0o7777, owner: header.owner)
+        // The plaintext stays isolated: the encryption was the record that its owner was managed.
+        try writePlaintext(from: &source, to: path, mode: info.st_mode & 0o7777, owner: header.recordedOwner)
         try owners.forget([info])
     }
 
@@ -298,11 +307,11 @@ public final class FileProtectionManager: Sendable {
         defer { POSIX.closeFile(fd) }
         let mode = info.st_mode & 0o7777
         let header = try EncryptedFileFormat.readHeader(fd, path: path)
-        let owner: Identity?
-        if let header { owner = header.owner } else { owner = try owners.owner(path: path, info: info) }
+        // The copy is recorded as the original is: an isolated original gives an isolated copy.
+        let owner = try currentOwner(path: path, info: info, header: header)
         if let existing {
             // Replacing the file at `copyPath` modifies its owner's data and gives the path to `owner`.
-            try authorizeHandOver(of: try currentOwner(path: copyPath, info: existing, header: try encryptedHeader(copyPath)), to: owner)
+            try authorizeHandOver(of: try currentOwner(path: copyPath, info: existing, header: try encryptedHeader(copyPath)), to: owner.owner)
         }
         if let header {
             return try writeDecrypted(fd: fd, path: path, header: header, to: copyPath, mode: mode)
@@ -350,17 +359,40 @@ public final class FileProtectionManager: Sendable {
     /// must be allowed to go to the new owner (``ProtectedDataAccess/transfer(to:)``). The owner a caller names
     /// for the result never widens this: it is checked against the data's recorded owner. Nothing to check
     /// when there was no owner.
-    func authorizeHandOver(of previousOwner: Identity?, to newOwner: Identity?) throws(ProtectionError) {
-        guard let previousOwner else { return }
-        try policy.authorize(.modify(writer: IdentityContext.effectiveFileIdentity), to: previousOwner)
-        guard previousOwner != newOwner else { return }
-        try policy.authorize(.transfer(to: newOwner), to: previousOwner)
+    func authorizeHandOver(of previous: RecordedOwner, to newOwner: Identity?) throws(ProtectionError) {
+        guard previous.owner != nil else { return }
+        try policy.authorize(.modify(writer: IdentityContext.effectiveFileIdentity), to: previous)
+        guard previous.owner != newOwner else { return }
+        try policy.authorize(.transfer(to: newOwner), to: previous)
     }
 
-    /// The owner of the regular file at `path`: the one in its encrypted-file `header`, else the recorded one.
-    func currentOwner(path: String, info: stat, header: EncryptedFileFormat.Header?) throws(ProtectionError) -> Identity? {
-        if let header { return header.owner }
-        return try owners.owner(path: path, info: info)
+    /// The recorded owner of the regular file at `path`: the one in its encrypted-file `header` (isolated),
+    /// else the one its owner record names, isolated as the record says.
+    ///
+    /// A plain file's record without the isolation marker (written before isolation was recorded, or while
+    /// its owner was not managed) whose owner is managed now is read as isolated, and the marker is written
+    /// then, so that the file stays isolated after its owner stops being managed: an owner's data is never
+    /// silently downgraded.
+    func currentOwner(path: String, info: stat, header: EncryptedFileFormat.Header?) throws(ProtectionError) -> RecordedOwner {
+        if let header { return header.recordedOwner }
+        let record = try owners.record(path: path, info: info)
+        guard let owner = record.owner, !record.isIsolated, isManaged(owner) else { return record }
+        do throws(ProtectionError) {
+            try owners.recordIsolation(of: owner, path: path, info: info)
+        } catch {
+            // Safe to drop: this access is decided as isolated either way (its owner is managed now, so its
+            // policy decides), and the next access while the owner is managed writes the marker again. What
+            // is lost is only the early record for a withdrawal that happens before any such access succeeds
+            // (a read-only file system, a file the process may read but not change).
+        }
+        return RecordedOwner(owner, isolated: true)
+    }
+
+    /// The record of data that was recorded as `previous` and is written anew for `owner`: isolated when
+    /// `owner` is managed now, and when the data stays its isolated owner's (never downgraded by a rewrite).
+    func record(of owner: Identity?, carrying previous: RecordedOwner) -> RecordedOwner {
+        let fresh = policy.record(ofNewDataOwnedBy: owner)
+        return RecordedOwner(owner, isolated: fresh.isIsolated || (previous.isIsolated && previous.owner == owner))
     }
 
     func requiresEncryption(_ identity: Identity) -> Bool {
@@ -392,8 +424,9 @@ public final class FileProtectionManager: Sendable {
     func decryptor(
         fd: Int32, path: String, header: EncryptedFileFormat.Header, access: ProtectedDataAccess? = nil
     ) throws(ProtectionError) -> EncryptedFileFormat.Decryptor {
-        try policy.authorize(access ?? .read(reader: IdentityContext.effectiveFileIdentity), to: header.owner)
-        let key = try keyStore.key(withID: header.keyID, for: header.owner)
+        let key = try policy.authorizedKey(access ?? .read(reader: IdentityContext.effectiveFileIdentity), to: header.recordedOwner) {
+            () throws(ProtectionError) -> ProtectionKey in try keyStore.key(withID: header.keyID, for: header.owner)
+        }
         return try EncryptedFileFormat.Decryptor(fd: fd, path: path, header: header, key: key)
     }
 
@@ -401,13 +434,13 @@ public final class FileProtectionManager: Sendable {
         fd: Int32, path: String, header: EncryptedFileFormat.Header, to destination: String, mode: mode_t
     ) throws(ProtectionError) {
         var source = DecryptingSource(try decryptor(fd: fd, path: path, header: header))
-        try writePlaintext(from: &source, to: destination, mode: mode, owner: header.owner)
+        try writePlaintext(from: &source, to: destination, mode: mode, owner: header.recordedOwner)
     }
 
     /// Copies everything `source` yields into `destination` atomically (temporary file, fsync, rename),
-    /// owned by `owner`; on any error the destination is left as it was.
-    private func writePlaintext(
-        from source: inout some PlaintextSource, to destination: String, mode: mode_t, owner: Identity?
+    /// owned as `owner` records; on any error the destination is left as it was.
+    func writePlaintext(
+        from source: inout some PlaintextSource, to destination: String, mode: mode_t, owner: RecordedOwner
     ) throws(ProtectionError) {
         let pieceSize = 1 << 16
         var output = try AtomicFile(replacing: destination, mode: mode)

@@ -11,6 +11,9 @@ final class OwnerIndex: Sendable {
     struct Entry: Codable, Sendable, Equatable {
         var owner: String
         var path: String
+        /// Whether the file was created while its owner was managed (``RecordedOwner``). Absent in entries
+        /// written before isolation was recorded, and when false, so older builds read the index unchanged.
+        var isolated: Bool?
     }
 
     private struct Document: Codable {
@@ -30,20 +33,40 @@ final class OwnerIndex: Sendable {
     }
 
     func owner(of info: stat) throws(ProtectionError) -> String? {
-        try entries.withLock { (entries: inout [String: Entry]?) throws(ProtectionError) -> String? in
+        try entry(of: info)?.owner
+    }
+
+    func entry(of info: stat) throws(ProtectionError) -> Entry? {
+        try entries.withLock { (entries: inout [String: Entry]?) throws(ProtectionError) -> Entry? in
             try loadIfNeeded(&entries)
-            return entries?[OwnerIndex.key(info)]?.owner
+            return entries?[OwnerIndex.key(info)]
         }
     }
 
-    /// Records `owner` (`nil`: removes the entry).
-    func set(_ owner: Identity?, for info: stat, path filePath: String) throws(ProtectionError) {
+    /// Records `owner`, and whether the file is `isolated` (`nil`: removes the entry).
+    func set(_ owner: Identity?, isolated: Bool, for info: stat, path filePath: String) throws(ProtectionError) {
         try entries.withLock { (entries: inout [String: Entry]?) throws(ProtectionError) in
             try loadIfNeeded(&entries)
             var updated = entries ?? [:]
             let key = OwnerIndex.key(info)
-            let entry = owner.map { Entry(owner: $0.name, path: filePath) }
+            let entry = owner.map { Entry(owner: $0.name, path: filePath, isolated: isolated && !$0.isUnmanaged ? true : nil) }
             guard updated[key] != entry else { return }
+            updated[key] = entry
+            try save(updated)
+            entries = updated
+        }
+    }
+
+    /// Marks the entry of `info` isolated when it still names `owner`; nothing otherwise.
+    func markIsolated(_ owner: Identity, for info: stat) throws(ProtectionError) {
+        try entries.withLock { (entries: inout [String: Entry]?) throws(ProtectionError) in
+            try loadIfNeeded(&entries)
+            let key = OwnerIndex.key(info)
+            // An entry whose owner does not validate is not marked: reading it fails (104) anyway.
+            guard var entry = entries?[key], entry.isolated != true,
+                  (try? Identity(validating: entry.owner)) == owner else { return }
+            entry.isolated = true
+            var updated = entries ?? [:]
             updated[key] = entry
             try save(updated)
             entries = updated

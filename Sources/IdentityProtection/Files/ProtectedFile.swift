@@ -82,6 +82,8 @@ public final class ProtectedFile: Sendable {
     public let opener: Identity?
 
     private let policy: any ManagedIdentityPolicy
+    /// ``owner`` as the file records it, with its isolation: what every later access is decided on.
+    private let recordedOwner: RecordedOwner
 
     private struct State: Sendable {
         var fd: Int32?
@@ -103,7 +105,8 @@ public final class ProtectedFile: Sendable {
     private init(_ opened: Opened, policy: any ManagedIdentityPolicy, options: FileOpenOptions) {
         let store = opened.store
         self.path = opened.path
-        self.owner = opened.owner
+        self.owner = opened.owner.owner
+        self.recordedOwner = opened.owner
         self.opener = opened.opener
         self.policy = policy
         self.isEncrypted = store != nil
@@ -268,7 +271,7 @@ public final class ProtectedFile: Sendable {
     /// The policy's answer, now, to a read (or for `writing`, a modification) of the owner's data by the
     /// opener.
     private func authorizeAgain(writing: Bool) throws(ProtectionError) {
-        try policy.authorize(writing ? .modify(writer: opener) : .read(reader: opener), to: owner)
+        try policy.authorize(writing ? .modify(writer: opener) : .read(reader: opener), to: recordedOwner)
     }
 
     private func read(_ state: inout State, at offset: UInt64, count: Int) throws(ProtectionError) -> [UInt8] {
@@ -310,7 +313,7 @@ public final class ProtectedFile: Sendable {
 
     private struct Opened {
         let path: String
-        let owner: Identity?
+        let owner: RecordedOwner
         let fd: Int32
         let store: EncryptedChunkStore?
         let opener: Identity?
@@ -341,7 +344,7 @@ public final class ProtectedFile: Sendable {
         if assignsOwner {
             // A handle on a file of another owner reads (or writes) that owner's data from then on.
             let caller = IdentityContext.effectiveFileIdentity
-            try manager.policy.authorize(writes ? .modify(writer: caller) : .read(reader: caller), to: newOwner)
+            try manager.policy.authorize(writes ? .modify(writer: caller) : .read(reader: caller), to: manager.policy.record(ofNewDataOwnedBy: newOwner))
         }
         return try manager.creating(for: assignsOwner ? newOwner : nil) { () throws(ProtectionError) -> Opened in
             try openChecked(manager: manager, path: path, flags: flags, options: options, newOwner: newOwner, permissions: permissions, writes: writes)
@@ -372,20 +375,23 @@ public final class ProtectedFile: Sendable {
             guard POSIX.isRegular(info) else { throw ProtectionError.fileNotFound(path: path) }
             if created || options.contains(.truncate) {
                 if !created { try POSIX.truncateFD(fd, to: 0, path: path) }
-                try manager.owners.setOwner(newOwner, fd: fd, path: path)
+                let record = manager.policy.record(ofNewDataOwnedBy: newOwner)
+                try manager.owners.setOwner(record, fd: fd, path: path)
                 guard let newOwner, manager.requiresEncryption(newOwner) else {
-                    return Opened(path: path, owner: newOwner, fd: fd, store: nil, opener: IdentityContext.effectiveFileIdentity)
+                    return Opened(path: path, owner: record, fd: fd, store: nil, opener: IdentityContext.effectiveFileIdentity)
                 }
                 let key = try manager.keyStore.currentKey(for: newOwner)
                 let header = try EncryptedFileFormat.newHeader(owner: newOwner, key: key, chunkSize: manager.chunkSize)
                 let store = try EncryptedChunkStore(creating: fd, path: path, header: header, key: key)
-                return Opened(path: path, owner: newOwner, fd: fd, store: store, opener: IdentityContext.effectiveFileIdentity)
+                return Opened(path: path, owner: RecordedOwner(newOwner, isolated: true), fd: fd, store: store, opener: IdentityContext.effectiveFileIdentity)
             }
             let caller = IdentityContext.effectiveFileIdentity
             // A writing handle modifies the owner's data; a reading one hands out its plaintext.
             let access: ProtectedDataAccess = writes ? .modify(writer: caller) : .read(reader: caller)
             if let header = try EncryptedFileFormat.readHeader(fd, path: path) {
-                try manager.policy.authorize(access, to: header.owner)
+                let key = try manager.policy.authorizedKey(access, to: header.recordedOwner) { () throws(ProtectionError) -> ProtectionKey in
+                    try manager.keyStore.key(withID: header.keyID, for: header.owner)
+                }
                 if writes && header.isLegacy {
                     // A file of an earlier format is written in the current one: re-encrypt it first.
                     POSIX.closeFile(fd)
@@ -393,13 +399,12 @@ public final class ProtectedFile: Sendable {
                     try manager.encryptFile(atPath: path, owner: header.owner)
                     return try open(manager: manager, path: path, options: options.subtracting([.create, .truncate, .exclusive]), owner: nil, permissions: permissions)
                 }
-                let key = try manager.keyStore.key(withID: header.keyID, for: header.owner)
                 let store = try EncryptedChunkStore(opening: fd, path: path, header: header, key: key, writable: writes)
-                return Opened(path: path, owner: header.owner, fd: fd, store: store, opener: caller)
+                return Opened(path: path, owner: header.recordedOwner, fd: fd, store: store, opener: caller)
             }
-            let owner = try manager.owners.owner(path: path, info: info)
+            let owner = try manager.currentOwner(path: path, info: info, header: nil)
             try manager.policy.authorize(access, to: owner)
-            if writes, let owner, manager.requiresEncryption(owner) {
+            if writes, let owner = owner.owner, manager.requiresEncryption(owner) {
                 // Never a plaintext handle that writes a file that must be encrypted: encrypt it first.
                 POSIX.closeFile(fd)
                 closed = true

@@ -106,7 +106,7 @@ extension ProtectedRoots {
         walkRoots(directory: { path, info in
             do throws(ProtectionError) {
                 guard let owner = try owners.owner(path: path, info: info), accounts.contains(owner) else { return }
-                try owners.setOwner(nil, path: path)
+                try owners.setOwner(.unowned, path: path)
             } catch {
                 if case .invalidIdentity = error { return }
                 wipe.note(error)

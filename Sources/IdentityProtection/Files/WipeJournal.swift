@@ -136,7 +136,7 @@ extension FileProtectionManager {
         }
         let ticket = creations.begin(owner)
         do throws(ProtectionError) {
-            try policy.authorize(.create, to: owner)
+            try policy.authorizeCreation(for: owner)
             let result = try body()
             creations.end(owner, ticket: ticket)
             return result

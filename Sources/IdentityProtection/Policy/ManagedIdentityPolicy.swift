@@ -26,6 +26,11 @@ public protocol ManagedIdentityPolicy: Sendable {
     /// and modified only under that account's own effective file identity and goes to no other owner. An implementation that
     /// wants to share data between accounts says so by implementing this requirement; isolation is never
     /// something a policy must remember to switch on.
+    ///
+    /// > Important: This answer decides only while `owner` is managed, or for data created while it was not.
+    /// > Data created while its owner was managed records that fact, and once the owner is no longer managed
+    /// > the protection managers refuse it (108) to everyone but its owner after asking this requirement,
+    /// > whatever it answers: see "Recorded isolation" in <doc:DataAndFileProtection>.
     func refusal(of access: ProtectedDataAccess, to owner: Identity) -> ProtectionError?
 }
 
@@ -84,11 +89,71 @@ public enum ProtectedDataAccess: Sendable, Hashable {
     case transfer(to: Identity?)
 }
 
+/// The owner of existing data as the data records it, and whether the data is isolated: it was created while
+/// its owner was managed (an encrypted envelope, stream or file; a plain file whose owner record says so, see
+/// <doc:DataAndFileProtection#Recorded-isolation>). Read from the data, never from a parameter a caller passes.
+struct RecordedOwner: Sendable, Hashable {
+    /// The recorded owner (`nil`: unowned data).
+    let owner: Identity?
+    /// Whether the data was recorded isolated when it was created.
+    let isIsolated: Bool
+
+    init(_ owner: Identity?, isolated: Bool) {
+        self.owner = owner
+        self.isIsolated = isolated && owner.map { !$0.isUnmanaged } ?? false
+    }
+
+    /// Unowned data.
+    static let unowned = RecordedOwner(nil, isolated: false)
+}
+
 extension ManagedIdentityPolicy {
-    /// Throws the refusal of `access` to `owner`'s data, if any: the one check every read and create path of
-    /// the protection managers goes through. Unowned data and ``Identity/unmanaged`` are never refused.
-    func authorize(_ access: ProtectedDataAccess, to owner: Identity?) throws(ProtectionError) {
-        guard let owner, !owner.isUnmanaged, let refusal = refusal(of: access, to: owner) else { return }
+    /// Throws the refusal of `access` to existing data recorded as `data`, if any: the one check every read,
+    /// modify and transfer path of the protection managers goes through, so no policy implementation can leave
+    /// it out. Unowned data and ``Identity/unmanaged`` are never refused.
+    ///
+    /// The policy's ``refusal(of:to:)`` comes first (a blocked owner, a policy not loaded or not decided).
+    /// Then the recorded isolation: data recorded isolated whose owner is no longer managed is refused
+    /// (``ProtectionError/accessDenied(identity:reader:)``, 108) to everyone but its owner, whatever the
+    /// policy answers for accounts it does not manage. While the owner is managed, the policy alone decides.
+    func authorize(_ access: ProtectedDataAccess, to data: RecordedOwner) throws(ProtectionError) {
+        guard let owner = data.owner, !owner.isUnmanaged else { return }
+        if let refusal = refusal(of: access, to: owner) { throw refusal }
+        if let refusal = recordedIsolationRefusal(of: access, to: data, owner: owner) { throw refusal }
+    }
+
+    /// ``authorize(_:to:)`` for encrypted data, with its key: the policy's refusal, then `key()`, then the
+    /// recorded isolation, and the key only when all of them allow the access. The key store answers before
+    /// the recorded isolation so that an owner field damaged into another name (authenticated only with the
+    /// body) and a wiped account's data both get the key store's error (103), not a refusal on behalf of an
+    /// account that may never have owned the data; no plaintext either way.
+    func authorizedKey(
+        _ access: ProtectedDataAccess, to data: RecordedOwner, key: () throws(ProtectionError) -> ProtectionKey
+    ) throws(ProtectionError) -> ProtectionKey {
+        guard let owner = data.owner, !owner.isUnmanaged else { return try key() }
+        if let refusal = refusal(of: access, to: owner) { throw refusal }
+        let found = try key()
+        if let refusal = recordedIsolationRefusal(of: access, to: data, owner: owner) { throw refusal }
+        return found
+    }
+
+    /// The refusal of `access` to data recorded isolated whose `owner` is no longer managed: everyone but
+    /// the owner. `nil` for data not recorded isolated and while the owner is managed (its policy decides).
+    private func recordedIsolationRefusal(of access: ProtectedDataAccess, to data: RecordedOwner, owner: Identity) -> ProtectionError? {
+        // The owner's own accesses (the common case) need no further question.
+        guard data.isIsolated, !access.isAllowedUnderIsolation(for: owner), !isManaged(owner) else { return nil }
+        return access.refusalUnderIsolation(of: owner)
+    }
+
+    /// Throws the refusal of creating data owned by `owner`, if any (a blocked owner, a policy not loaded).
+    func authorizeCreation(for owner: Identity?) throws(ProtectionError) {
+        guard let owner, !owner.isUnmanaged, let refusal = refusal(of: .create, to: owner) else { return }
         throw refusal
+    }
+
+    /// The record of new data owned by `owner`: isolated when `owner` is managed now.
+    func record(ofNewDataOwnedBy owner: Identity?) -> RecordedOwner {
+        guard let owner, !owner.isUnmanaged else { return RecordedOwner(owner, isolated: false) }
+        return RecordedOwner(owner, isolated: isManaged(owner))
     }
 }

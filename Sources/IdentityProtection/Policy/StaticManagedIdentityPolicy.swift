@@ -6,7 +6,11 @@ import IdentityRuntime
 /// Each managed account's data is isolated (``ManagedIdentityPolicy/isolationRefusal(of:to:)``): it is read
 /// only under that account's own effective file identity, never by another account, by `""` or by code with
 /// no identity, and it goes to no other owner. `dataIsolation: false` is the explicit opt-out: then nothing
-/// is refused, as the SDK's single-identity apps expect.
+/// is refused while the owner is managed, as the SDK's single-identity apps expect.
+///
+/// ``removeManagedIdentity(_:)`` does not open an account's data: what it created while it was managed stays
+/// its own (see "Recorded isolation" in <doc:DataAndFileProtection>) until a wipe or
+/// ``FileProtectionManager/releaseIsolation(atPath:)``.
 ///
 /// ```swift
 /// let policy = StaticManagedIdentityPolicy(managed: ["alice@contoso.com"], fileEncryptionRequired: true)
@@ -58,7 +62,8 @@ public final class StaticManagedIdentityPolicy: ManagedIdentityPolicy {
         _ = state.withLock { $0.managed.insert(identity) }
     }
 
-    /// Stops managing `identity`.
+    /// Stops managing `identity`. Data it created while managed stays readable by it alone (recorded
+    /// isolation) until a wipe or ``FileProtectionManager/releaseIsolation(atPath:)``.
     public func removeManagedIdentity(_ identity: Identity) {
         _ = state.withLock { $0.managed.remove(identity) }
     }
