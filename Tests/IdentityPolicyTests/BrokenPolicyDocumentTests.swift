@@ -245,6 +245,19 @@ struct BrokenPolicyDocumentTests {
 
 @Suite("PolicySet: broken documents assembled for every source")
 struct PolicySetBrokenAssemblyTests {
+    @Test("any source's undecided subjects are refused by the manager, and released when they are decided")
+    func anySourceSharesTheRule() throws {
+        let source = StaticPolicySource()
+        let f = try UnavailableFixture(source: source)
+        source.setPolicies(PolicySet(tenants: ["fabrikam.com": Policy(identity: nil)], unavailableTenants: ["contoso.com"]))
+        #expect(f.code { _ = try f.data.protect(Data("x".utf8), owner: bob) } == 115)
+        #expect(f.code { _ = try f.data.protect(Data("x".utf8), owner: carol) } == nil)
+        // Giving carol's data to alice (contoso, undecided) creates data for alice: refused the same way.
+        #expect(f.manager.refusal(of: .transfer(to: alice), to: carol)?.code == 115)
+        source.setPolicies(PolicySet(tenants: ["fabrikam.com": Policy(identity: nil)]))
+        #expect(f.code { _ = try f.data.protect(Data("x".utf8), owner: bob) } == nil)
+    }
+
     @Test("a broken document's subjects are undecided, unless its last good version names the same subject")
     func assembly() throws {
         let good = try PolicyDocument(json: Data(#"{"formatVersion": 1, "account": "alice@contoso.com"}"#.utf8), path: "a")
