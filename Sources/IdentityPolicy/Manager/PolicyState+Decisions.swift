@@ -74,7 +74,13 @@ extension PolicyState {
 
     /// Whether data of `source` (an account) may go to `target` under `source`'s policy, blocks included.
     func isTransferAllowed(from source: Identity, to target: Identity?) -> Bool {
-        guard case let .managed(policy) = accounts.standing(of: source) else { return true }
+        let policy: Policy
+        switch accounts.standing(of: source) {
+        case let .managed(found): policy = found
+        // Nobody can tell where an undecided account's data may go, not even to itself.
+        case .undecided: return false
+        case .claimed, nil: return true
+        }
         if target == source { return blockReason(for: source) == nil }
         if blockReason(for: source) != nil { return false }
         if let target, !target.isUnmanaged, blockReason(for: target) != nil { return false }
