@@ -105,6 +105,49 @@ package enum StrictJSON {
         read(bytes, limits: limits, as: "value") { (reader: inout Reader) throws(Failure) in try reader.readValue(depth: 0) }
     }
 
+    /// A document read for a person to fix: its value, or where and why the reader stopped; and the members
+    /// of its top-level object with the byte offsets of their names and values, those read before a failure
+    /// included (each of them passed the grammar: a failure later in the text does not make them guesses).
+    package struct Document {
+        /// One member of the top-level object, in the order written (a name written twice is listed twice).
+        package struct Member {
+            package var name: String
+            package var value: Value
+            /// The byte offset of the member's name (its opening quote).
+            package var nameOffset: Int
+            /// The byte offset of the member's value (its first byte).
+            package var valueOffset: Int
+        }
+
+        /// The value, or why it was refused.
+        package var value: Result<Value, Failure>
+        /// The members of the top-level object read before the reader stopped (every one when it did not fail).
+        package var members: [Member]
+        /// The byte offset at which the reader stopped: where it found the failure, or the end of the text.
+        package var stoppedAt: Int
+    }
+
+    /// The one JSON value `bytes` holds, read as ``value(_:limits:)`` reads it, with the positions of the
+    /// top-level object's members and of a failure (for errors that say where a document is wrong).
+    package static func document(_ bytes: [UInt8], limits: Limits = .document) -> Document {
+        bytes.withUnsafeBufferPointer { buffer in
+            var reader = Reader(bytes: buffer, limits: limits)
+            reader.topLevel = []
+            let value: Result<Value, Failure>
+            do throws(Failure) {
+                reader.skipByteOrderMark()
+                reader.skipWhiteSpace()
+                let result = try reader.readValue(depth: 0)
+                reader.skipWhiteSpace()
+                guard reader.index == buffer.count else { throw Failure("text after the JSON value") }
+                value = .success(result)
+            } catch {
+                value = .failure(error)
+            }
+            return Document(value: value, members: reader.topLevel ?? [], stoppedAt: min(reader.index, buffer.count))
+        }
+    }
+
     /// What `body` reads from `bytes` after a byte-order mark (if the limits allow one) and white space; text
     /// after it, other than white space, is refused.
     private static func read<Read>(
@@ -135,6 +178,8 @@ package enum StrictJSON {
         let bytes: UnsafeBufferPointer<UInt8>
         let limits: Limits
         var index = 0
+        /// The top-level object's members as they are read, when recorded (``StrictJSON/document(_:limits:)``).
+        var topLevel: [Document.Member]?
 
         func peek() -> UInt8? { index < bytes.count ? bytes[index] : nil }
 
@@ -171,19 +216,25 @@ package enum StrictJSON {
             }
             while true {
                 skipWhiteSpace()
+                let nameOffset = index
                 let name = try readString()
                 skipWhiteSpace()
                 try expect(UInt8(ascii: ":"))
                 skipWhiteSpace()
+                let valueOffset = index
                 let value = try readValue(depth: depth)
+                if depth == 1, topLevel != nil {
+                    topLevel?.append(Document.Member(name: name, value: value, nameOffset: nameOffset, valueOffset: valueOffset))
+                }
                 guard members.updateValue(value, forKey: name) == nil else {
                     throw Failure("member \(String(reflecting: name)) occurs twice")
                 }
                 skipWhiteSpace()
                 guard let next = peek() else { throw Failure("unterminated object") }
+                // Refused before the byte is consumed, so that the reader stops at the offending byte.
+                guard next == UInt8(ascii: "}") || next == UInt8(ascii: ",") else { throw Failure("expected ',' or '}' at byte \(index)") }
                 index += 1
                 if next == UInt8(ascii: "}") { return members }
-                guard next == UInt8(ascii: ",") else { throw Failure("expected ',' or '}' at byte \(index - 1)") }
                 if skipsTrailingComma(before: UInt8(ascii: "}")) { return members }
             }
         }
@@ -261,11 +312,11 @@ package enum StrictJSON {
                 }
                 skipWhiteSpace()
                 guard let next = peek() else { throw Failure("unterminated array") }
+                guard next == UInt8(ascii: "]") || next == UInt8(ascii: ",") else { throw Failure("expected ',' or ']' at byte \(index)") }
                 index += 1
                 if next == UInt8(ascii: "]") {
                     return elements.map(Value.array) ?? strings.map(Value.strings) ?? objects.map(Value.objects) ?? .other
                 }
-                guard next == UInt8(ascii: ",") else { throw Failure("expected ',' or ']' at byte \(index - 1)") }
                 if skipsTrailingComma(before: UInt8(ascii: "]")) {
                     return elements.map(Value.array) ?? strings.map(Value.strings) ?? objects.map(Value.objects) ?? .other
                 }

@@ -14,6 +14,7 @@ import IsolationStress
 ///   watching resident memory. `stress --isolation`: the randomized tenant-isolation program
 ///   (``IsolationStress``) instead, with a per-API table.
 /// - `bench`: raw primitive vs identity-carrying wrapper pairs, interleaved, median ratio wrapped/raw.
+/// - `policy check DIR`: lints a policy directory with the runtime's parser (``PolicyCommand``).
 @main
 struct IdentityHarness {
     static func main() async {
@@ -39,6 +40,8 @@ struct IdentityHarness {
                 exit(WipeChildCommand.run(arguments) ? 0 : 1)
             case "assertion":
                 exit(AssertionCommand.run(arguments) ? 0 : 1)
+            case "policy":
+                exit(try PolicyCommand.run(arguments))
             case "soak":
                 var defaults = StressCommand.Options()
                 defaults.duration = 600
@@ -91,6 +94,9 @@ struct IdentityHarness {
                           [--lifetime SECONDS (300)] [--jwks-out FILE]
                    | verify --issuer I --audience A (--public-key HEX --kid K | --jwks FILE)
                           [--mode single-use|reusable]   (tokens on standard input, one per line)
+          policy check DIR
+                   read a policy directory with the runtime's parser: one line per error
+                   (path:line:column: "key": message), a summary; exit 1 on any error, 2 if DIR cannot be read
           bench    raw vs identity-carrying primitives, interleaved, median ratio and spread
                    (use: swift run -c release identity-harness bench)
                    --rounds N (≥ 1) --scale X (> 0) --list --pair NAME (one pair, one side: for callgrind)

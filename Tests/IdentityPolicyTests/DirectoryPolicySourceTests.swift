@@ -84,7 +84,7 @@ struct DirectoryPolicySourceTests {
         #expect(!source.reload())
         #expect(source.policy(for: alice)?.allowedSaveLocations == [.oneDriveForBusiness, .sharePoint])
         #expect(source.errors.count == 1)
-        guard case .wrongType(_, "saveToLocations", _, _) = source.errors.first else {
+        guard case .wrongType(_, "saveToLocations", _, _, _) = source.errors.first else {
             Issue.record("unexpected errors \(source.errors)")
             return
         }
@@ -94,7 +94,7 @@ struct DirectoryPolicySourceTests {
         #expect(source.policy(for: alice)?.allowedSaveLocations == [.oneDriveForBusiness, .box])
     }
 
-    @Test("a document malformed from the start gives no policy; with policyRequired the account is locked, never open")
+    @Test("a document malformed from the start gives no policy: the accounts it may govern are undecided, locked, never open")
     func malformedFromStart() throws {
         let directory = try TemporaryDirectory()
         try directory.write("alice.json", "{ not json")
@@ -105,6 +105,8 @@ struct DirectoryPolicySourceTests {
         let manager = makeManager(settings: settings, policySource: source)
         #expect(source.policy(for: alice) == nil)
         #expect(manager.policy(for: alice) == .locked(for: alice))
+        #expect(source.policies.resolution(for: alice) == .undecided)
+        #expect(!source.policies.isComplete)
         #expect(source.errors.count == 1)
     }
 
@@ -185,6 +187,10 @@ struct DirectoryPolicySourceTests {
         #expect(await eventually { manager.policy(for: alice).notificationPolicy == .block })
         #expect(await eventually { notified.count >= 1 })
         var iterator = events.makeAsyncIterator()
-        #expect(await iterator.next() == .policyDidChange)
+        // A poll may read the file half-written (the test writes it in place): that is reported as an error
+        // (and cleared at the next poll) while the last good version stays in force; skip those reports.
+        var first = await iterator.next()
+        while case .policyErrorsDidChange = first { first = await iterator.next() }
+        #expect(first == .policyDidChange)
     }
 }

@@ -276,3 +276,44 @@ struct ManagerCycleTests {
         #expect(report.removedFiles == [root + "/a.txt"])
     }
 }
+
+@Suite("PolicyState: undecided accounts (a policy document that cannot be read)")
+struct UndecidedDecisionTests {
+    @Test("an undecided account's data goes nowhere, not even to itself; nothing goes to it; every access is 115")
+    func undecidedAccount() {
+        var policies = contoso
+        policies.unavailableAccounts = [alice]
+        var state = loadedState(policies)
+        #expect(state.accounts.standing(of: alice) == .undecided)
+        #expect(!state.isTransferAllowed(from: alice, to: alice))
+        #expect(!state.isTransferAllowed(from: bob, to: alice))
+        #expect(!state.isDataTransferAllowed(from: alice, to: nil))
+        #expect(!state.isDataTransferAllowed(from: nil, to: alice))
+        for access in [ProtectedDataAccess.create, .read(reader: alice), .read(reader: bob), .modify(writer: alice), .transfer(to: bob)] {
+            #expect(state.refusal(of: access, to: alice)?.code == 115, "\(access)")
+        }
+        #expect(state.refusal(of: .transfer(to: alice), to: bob)?.code == 115)
+        #expect(state.switchStanding(of: alice) == .refused)
+        guard case let .refused(error) = state.admissionStep(for: alice, at: 0), case .unavailable = error.cause else {
+            Issue.record("alice was not refused as unavailable")
+            return
+        }
+        // bob, decided by contoso's document, keeps his rules.
+        #expect(state.refusal(of: .create, to: bob) == nil)
+        #expect(state.switchStanding(of: bob) == .managed)
+    }
+
+    @Test("an incomplete set leaves undecided exactly the accounts without a good document of their own")
+    func incomplete() {
+        var policies = contoso
+        policies.accounts[bob] = Policy.unrestricted
+        policies.isComplete = false
+        let state = loadedState(policies)
+        #expect(state.accounts.standing(of: alice) == .undecided)
+        #expect(state.accounts.standing(of: dave) == .undecided)
+        #expect(state.accounts.isManaged(bob))
+        #expect(state.refusal(of: .create, to: dave)?.code == 115)
+        #expect(state.refusal(of: .create, to: bob) == nil)
+        #expect(state.refusal(of: .create, to: .unmanaged) == nil)
+    }
+}

@@ -30,4 +30,7 @@ public enum PolicyEvent: Sendable, Hashable {
     case enrollmentStatus(EnrollmentStatus)
     /// See `Notification.Name.restartRequired`.
     case restartRequired
+    /// The problems the policy source reports changed (``PolicyManager/policyErrors``): every current one,
+    /// sorted by path; empty when the last one was fixed. See `Notification.Name.policyErrorsDidChange`.
+    case policyErrorsDidChange([PolicyDocumentError])
 }

@@ -87,6 +87,7 @@ final class PolicyEventBroadcaster: Sendable {
         case let .allowedAccountsDidChange(accounts): return (.allowedAccountsDidChange, accounts.map { ["accounts": $0.map(\.name)] })
         case let .enrollmentStatus(status): return (.enrollmentStatusDidChange, ["status": status.statusCode.rawValue, "account": status.identity.name])
         case .restartRequired: return (.restartRequired, nil)
+        case let .policyErrorsDidChange(errors): return (.policyErrorsDidChange, ["errors": errors.map(\.description)])
         }
     }
 

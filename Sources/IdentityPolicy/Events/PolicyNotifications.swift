@@ -27,4 +27,8 @@ extension Notification.Name {
     /// The runtime needs the app to restart and the delegate did not handle it (see
     /// ``PolicyDelegate/restartApplication()``).
     public static let restartRequired = Notification.Name("IdentityPolicy.restartRequired")
+    /// The problems the policy source reports changed (``PolicyManager/policyErrors``). `object`: the
+    /// ``PolicyManager``; `userInfo["errors"]`: each current error as `path:line:column: key: message`
+    /// (empty when the last one was fixed).
+    public static let policyErrorsDidChange = Notification.Name("IdentityPolicy.policyErrorsDidChange")
 }

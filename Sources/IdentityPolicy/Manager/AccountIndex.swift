@@ -15,10 +15,15 @@ import IdentityRuntime
 ///   until its enrollment ends.
 /// - A managed account without any policy gets ``Policy/unrestricted``, or ``Policy/locked(for:)`` when a
 ///   policy is required.
+/// - An account a document that cannot be read may govern (``PolicySet/resolution(for:tenant:)`` answers
+///   `undecided`) is *undecided*, enrolled or not, whatever the limit: its data is refused as before the
+///   policy source's first load.
 struct AccountIndex {
     enum Standing: Equatable {
         case managed(Policy)
         case claimed
+        /// A document that may govern the account cannot be read: nobody can tell how it is managed.
+        case undecided
     }
 
     /// Every known account that is managed or claimed. Unknown accounts are looked up by their domain.
@@ -43,18 +48,25 @@ struct AccountIndex {
         standings[identity] ?? Self.byDomain(identity, policies: policies, limit: limit)
     }
 
-    /// The standing of an account the index does not know: its domain's tenant policy, if any.
+    /// The standing of an account the index does not know: its domain's tenant policy, if any (or undecided).
     private static func byDomain(_ identity: Identity, policies: PolicySet, limit: Int?) -> Standing? {
-        guard !policies.tenants.isEmpty, let domain = TenantID.domain(of: identity),
-              var policy = policies.tenants[domain] else { return nil }
-        guard limit == nil else { return .claimed }
-        policy.identity = identity
-        return .managed(policy)
+        guard !policies.tenants.isEmpty || policies.hasUnavailable else { return nil }
+        switch policies.resolution(for: identity) {
+        case .undecided: return .undecided
+        case .none: return nil
+        case let .policy(policy): return limit == nil ? .managed(policy) : .claimed
+        }
     }
 
+    /// Whether `identity` is managed here under a policy known now.
     func isManaged(_ identity: Identity) -> Bool {
         if case .managed = standing(of: identity) { return true }
         return false
+    }
+
+    /// Whether `identity` is undecided: a document that may govern it cannot be read.
+    func isUndecided(_ identity: Identity) -> Bool {
+        standing(of: identity) == .undecided
     }
 
     /// The known managed accounts, sorted by name.
@@ -119,7 +131,12 @@ struct AccountIndex {
     // MARK: Computing standings
 
     private func compute(_ identity: Identity) -> Standing? {
-        let policy = policies.policy(for: identity, tenant: registry[identity]?.tenantID)
+        let policy: Policy?
+        switch policies.resolution(for: identity, tenant: registry[identity]?.tenantID) {
+        case .undecided: return .undecided
+        case let .policy(found): policy = found
+        case .none: policy = nil
+        }
         if managedByEnrollment.contains(identity) {
             return .managed(policy ?? (policyRequired ? .locked(for: identity) : .unrestricted))
         }
@@ -149,6 +166,7 @@ struct AccountIndex {
         known.formUnion(registry.keys)
         known.formUnion(pending)
         known.formUnion(policies.accounts.keys)
+        known.formUnion(policies.unavailableAccounts)
         return known
     }
 }

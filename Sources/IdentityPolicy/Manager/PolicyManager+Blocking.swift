@@ -94,9 +94,12 @@ extension PolicyManager {
         }
     }
 
+    /// Managed, or undecided (it may be: see ``PolicyManager/isIdentityManaged(_:)``).
     private static func isManaged(_ standing: AccountIndex.Standing?) -> Bool {
-        if case .managed = standing { return true }
-        return false
+        switch standing {
+        case .managed, .undecided: true
+        case .claimed, nil: false
+        }
     }
 
     private static func policy(_ standing: AccountIndex.Standing?) -> Policy? {

@@ -6,7 +6,7 @@ extension PolicyManager {
     /// whose effective file identity is `target` (`nil`: code with no identity).
     ///
     /// False before the policy source has loaded (``PolicySource/hasLoaded``), unless neither side names an
-    /// account. False whenever `source` or `target` is a blocked account, managed or not (``blockedAccounts``): nothing
+    /// account; false whenever either side is undecided (a policy document that may govern it cannot be read). False whenever `source` or `target` is a blocked account, managed or not (``blockedAccounts``): nothing
     /// goes to or comes from a blocked account, not even unmanaged data. Otherwise true when:
     /// - the data is unmanaged: `source` is `nil`, `Identity.unmanaged` or an account not managed here;
     /// - `target` is `source`;
@@ -20,6 +20,8 @@ extension PolicyManager {
     /// `IdentityProtection`'s access check, the one rule behind every protected read and write:
     /// - before the policy source has loaded (``PolicySource/hasLoaded``), every access to owned data:
     ///   `ProtectionError.policyUnavailable(reason:)` (115), since any account may be managed;
+    /// - an undecided owner (or recipient), whose policy document cannot be read (<doc:AccountsAndPolicies>):
+    ///   `ProtectionError.policyUnavailable(reason:)` (115), for creating, reading, modifying and transferring alike;
     /// - a blocked owner (or recipient): `ProtectionError.accountBlocked(identity:reason:)`
     ///   (109), for creating, reading and transferring alike;
     /// - a read by an effective file identity that may not see the owner's data

@@ -268,9 +268,12 @@ public final class PolicyManager: Sendable {
     /// Whether `identity` is managed: enrolled, or with a policy of its own or of its tenant (with
     /// ``RuntimeSettings/maxManagedAccounts``: one of the first enrolled accounts). `nil` and
     /// `Identity.unmanaged` are not. O(1): a hash lookup in the manager's index.
+    ///
+    /// An undecided account (a policy document that may govern it cannot be read) counts as managed: it may
+    /// be, and its data is refused (`ProtectionError.policyUnavailable`) until the document is fixed or removed.
     public func isIdentityManaged(_ identity: Identity?) -> Bool {
         guard let identity, !identity.isUnmanaged else { return false }
-        return state.withLock { $0.accounts.isManaged(identity) }
+        return state.withLock { $0.accounts.isManaged(identity) || $0.accounts.isUndecided(identity) }
     }
 
     /// Records the tenant and directory object ID of `account`. An explicit tenant ID selects the tenant's
@@ -323,7 +326,7 @@ public final class PolicyManager: Sendable {
         guard let identity else { return .none }
         guard !identity.isUnmanaged else { return .unmanaged }
         switch state.withLock({ $0.accounts.standing(of: identity) }) {
-        case .managed: return .managed
+        case .managed, .undecided: return .managed
         case .claimed: return .otherManaged
         case nil: return .unmanaged
         }
@@ -354,16 +357,43 @@ public final class PolicyManager: Sendable {
         }
         let loaded = source?.hasLoaded ?? true
         let policies = source?.policies ?? .empty
-        let (differences, transitions) = updateAccounts { state -> ((accounts: Set<Identity>, tenants: Set<TenantID>), AccountIndex.Changes) in
+        let errors = source?.errors ?? []
+        let ((differences, newErrors), transitions) = updateAccounts {
+            state -> (((accounts: Set<Identity>, tenants: Set<TenantID>), [PolicyDocumentError]?), AccountIndex.Changes) in
             // A reload that took a later ticket read the source later and has applied already: this one is stale.
-            guard ticket > state.reloadTicketApplied else { return ((accounts: [], tenants: []), [:]) }
+            guard ticket > state.reloadTicketApplied else { return (((accounts: [], tenants: []), nil), [:]) }
             state.reloadTicketApplied = ticket
             let differences = policies.differences(from: state.accounts.policies)
             state.policiesLoaded = loaded
-            return (differences, state.accounts.setPolicies(policies))
+            let changedErrors = errors == state.policyErrors ? nil : errors
+            if let changedErrors { state.policyErrors = changedErrors }
+            return ((differences, changedErrors), state.accounts.setPolicies(policies))
         }
+        if let newErrors { report(newErrors) }
         guard force || !differences.accounts.isEmpty || !differences.tenants.isEmpty || !transitions.isEmpty else { return }
         announce(transitions, policiesChanged: true, tenants: differences.tenants)
+    }
+
+    /// The problems the policy source reported when the manager last read it (``PolicySource/errors``): each
+    /// document that could not be used, with its path, the position of the offending key or value, and the
+    /// key. Empty when every document is good. A change is logged (to standard error, one line per error
+    /// not reported before) and posted as ``PolicyEvent/policyErrorsDidChange(_:)``
+    /// (`Notification.Name.policyErrorsDidChange`).
+    ///
+    /// A document listed here never leaves the accounts it may govern unmanaged: see <doc:AccountsAndPolicies>.
+    public var policyErrors: [PolicyDocumentError] {
+        state.withLock { $0.policyErrors }
+    }
+
+    /// Logs the errors not logged before (an unchanged error is not repeated at every poll) and posts the list.
+    private func report(_ errors: [PolicyDocumentError]) {
+        let fresh = state.withLock { state in
+            let fresh = errors.filter { !state.loggedPolicyErrors.contains($0) }
+            state.loggedPolicyErrors = Set(errors)
+            return fresh
+        }
+        for error in fresh { StandardError.write("identity policy: \(error)\n") }
+        send(.policyErrorsDidChange(errors))
     }
 
     // MARK: Policies
@@ -389,12 +419,17 @@ public final class PolicyManager: Sendable {
     /// every account that is not managed; for a managed account, its own policy document, else its tenant's,
     /// else ``Policy/unrestricted`` (``Policy/locked(for:)`` if ``RuntimeSettings/policyRequired``).
     ///
+    /// An undecided account (a policy document that may govern it cannot be read) gets
+    /// ``Policy/locked(for:)``.
+    ///
     /// One hash lookup in the manager's index, under its lock; the policy source is not consulted.
     public func policy(for identity: Identity?) -> Policy {
         guard let identity, !identity.isUnmanaged else { return .unrestricted }
-        let standing = state.withLock { $0.accounts.standing(of: identity) }
-        guard case let .managed(policy) = standing else { return .unrestricted }
-        return policy
+        switch state.withLock({ $0.accounts.standing(of: identity) }) {
+        case let .managed(policy): return policy
+        case .undecided: return .locked(for: identity)
+        case .claimed, nil: return .unrestricted
+        }
     }
 
     /// The most restrictive combination of the policies of `identities` (``Policy/combining(_:)``), for data
@@ -423,12 +458,15 @@ extension PolicyManager: ManagedIdentityPolicy {
         isIdentityManaged(identity)
     }
 
-    /// Whether `identity` is managed and its policy requires encryption at rest.
+    /// Whether `identity` is managed and its policy requires encryption at rest; `true` for an undecided
+    /// account (nothing of it is written in the clear; its data is refused anyway).
     public func isFileEncryptionRequired(for identity: Identity) -> Bool {
-        guard !identity.isUnmanaged, case let .managed(policy) = state.withLock({ $0.accounts.standing(of: identity) }) else {
-            return false
+        guard !identity.isUnmanaged else { return false }
+        switch state.withLock({ $0.accounts.standing(of: identity) }) {
+        case let .managed(policy): return policy.isFileEncryptionRequired
+        case .undecided: return true
+        case .claimed, nil: return false
         }
-        return policy.isFileEncryptionRequired
     }
 
 }

@@ -28,10 +28,33 @@ extension PolicyState {
         if !blocks.isEmpty, blocks.reason(for: identity) != nil { return .refused }
         if let allowed = settings.allowedAccounts, !allowed.contains(identity) { return .refused }
         switch accounts.standing(of: identity) {
-        case .claimed: return .refused
+        case .claimed, .undecided: return .refused
         case let .managed(policy): return policy.isAccountBlocked ? .refused : .managed
         case nil: return .unmanaged
         }
+    }
+
+    // MARK: Undecided accounts
+
+    /// Why `account`'s policy cannot be decided now, or `nil` when it can: the policy source has not loaded,
+    /// or a document that may govern the account cannot be read (<doc:AccountsAndPolicies>). Either way nobody
+    /// can tell whether, or how, the account is managed, so its data is refused.
+    func undecidedReason(for account: Identity) -> String? {
+        guard !account.isUnmanaged else { return nil }
+        guard policiesLoaded else { return "the policy source has not loaded yet: \(account.debugDescription) may be managed" }
+        guard accounts.isUndecided(account) else { return nil }
+        return "a policy document that may govern \(account.debugDescription) cannot be read (see PolicyManager.policyErrors); its data is refused until the document is fixed or removed"
+    }
+
+    /// The refusal of `access` to data of `owner` that an undecided account takes part in: the owner, or the
+    /// account the data would go to or be created for. Reads by an undecided account fall to the usual rule
+    /// (it is managed under no policy known now, so a managed owner's policy gives it nothing but `any`).
+    func undecidedRefusal(of access: ProtectedDataAccess, to owner: Identity) -> ProtectionError? {
+        if let reason = undecidedReason(for: owner) { return .policyUnavailable(reason: reason) }
+        if case let .transfer(recipient) = access, let recipient, let reason = undecidedReason(for: recipient) {
+            return .policyUnavailable(reason: reason)
+        }
+        return nil
     }
 
     // MARK: Transfers and access
@@ -41,6 +64,8 @@ extension PolicyState {
         // Before the policies loaded nobody knows who is managed: only unowned data goes to no identity.
         guard policiesLoaded else { return (source?.isUnmanaged ?? true) && (target?.isUnmanaged ?? true) }
         for side in [source, target] {
+            // Nothing goes to or comes from an account whose policy cannot be read, as for a blocked one.
+            if let side, undecidedReason(for: side) != nil { return false }
             if let side, !side.isUnmanaged, blockReason(for: side) != nil { return false }
         }
         guard let source, !source.isUnmanaged else { return true }
@@ -49,7 +74,13 @@ extension PolicyState {
 
     /// Whether data of `source` (an account) may go to `target` under `source`'s policy, blocks included.
     func isTransferAllowed(from source: Identity, to target: Identity?) -> Bool {
-        guard case let .managed(policy) = accounts.standing(of: source) else { return true }
+        let policy: Policy
+        switch accounts.standing(of: source) {
+        case let .managed(found): policy = found
+        // Nobody can tell where an undecided account's data may go, not even to itself.
+        case .undecided: return false
+        case .claimed, nil: return true
+        }
         if target == source { return blockReason(for: source) == nil }
         if blockReason(for: source) != nil { return false }
         if let target, !target.isUnmanaged, blockReason(for: target) != nil { return false }
@@ -69,6 +100,7 @@ extension PolicyState {
         guard policiesLoaded else {
             return .policyUnavailable(reason: "the policy source has not loaded yet: \(owner.debugDescription) may be managed")
         }
+        if let unavailable = undecidedRefusal(of: access, to: owner) { return unavailable }
         if let reason = blockReason(for: owner) {
             return .accountBlocked(identity: owner, reason: reason.rawValue)
         }
@@ -122,6 +154,10 @@ extension PolicyState {
         switch accounts.standing(of: account) {
         case nil: return .admitted
         case .claimed: return .refused(AdmissionError(account: account, result: .notAllowed, cause: .claimed))
+        case .undecided:
+            // As before the first load: nobody can tell whether, or how, the account is managed.
+            return .refused(AdmissionError(
+                account: account, result: .failed, cause: .unavailable(undecidedReason(for: account) ?? "its policy cannot be read")))
         case .managed: break
         }
         switch admission.start(for: account, at: now) {

@@ -34,6 +34,10 @@ struct PolicyState {
     /// Whether the policy source has loaded (``PolicySource/hasLoaded``); until then, operations on owned
     /// data are refused with `ProtectionError.policyUnavailable`.
     var policiesLoaded = true
+    /// The problems the policy source reported with the policies in force (``PolicyManager/policyErrors``).
+    var policyErrors: [PolicyDocumentError] = []
+    /// The errors already logged, so that a poll that finds the same error again does not log it again.
+    var loggedPolicyErrors: Set<PolicyDocumentError> = []
     /// Tickets of policy reloads: each takes one before it reads the source, and a reload applies only if
     /// no reload with a later ticket has applied (a slow, stale read never overwrites a newer one).
     var reloadTicketsIssued: UInt64 = 0

@@ -9,9 +9,12 @@ import IdentityRuntime
 ///   it cannot read the directory), so no decision is ever made before the documents were read.
 /// - ``reload()`` reads the directory now; ``startPolling()`` re-reads it every ``pollInterval`` seconds.
 ///   A document is parsed again only when its bytes changed.
-/// - A malformed document is an error (``errors``) and the **last good** version of that document stays in
-///   force: a typo never opens a policy. A document seen malformed from the start gives its account nothing,
-///   and an account with no policy is handled by ``RuntimeSettings/policyRequired``.
+/// - A malformed or unreadable document is an error (``errors``, with its position and key) and the **last
+///   good** version of that document stays in force: a typo never opens a policy. A document malformed from
+///   the start leaves the account or tenant it names *undecided* (``PolicySet/unavailableAccounts``,
+///   ``PolicySet/unavailableTenants``): its manager refuses their data with `ProtectionError.policyUnavailable`
+///   until the document is fixed or removed. When not even its `account` or `tenant` can be read, every
+///   account without a good document of its own is undecided (``PolicySet/isComplete``).
 /// - A document that is deleted withdraws its policy.
 /// - A directory that is missing or unreadable keeps every policy read before (an unmounted volume is not a
 ///   withdrawal) and reports ``PolicyDocumentError/directoryUnreadable(path:reason:)``.
@@ -27,9 +30,14 @@ public final class DirectoryPolicySource: PolicySource {
     public let pollInterval: TimeInterval
 
     private struct Entry {
-        var data: Data
+        /// The bytes last read (`nil`: the file could not be read).
+        var data: Data?
+        /// The document in force: the current text's, or the last good version's.
         var document: PolicyDocument?
+        /// Why the current text cannot be used.
         var error: PolicyDocumentError?
+        /// The subjects the current text names as far as they can be read, when it cannot be used.
+        var subjects: Set<PolicyDocument.Subject> = []
     }
 
     private struct State {
@@ -41,6 +49,11 @@ public final class DirectoryPolicySource: PolicySource {
         var timer: PollTimer?
         /// Whether a scan has read the directory.
         var loaded = false
+
+        var errors: [PolicyDocumentError] {
+            let documents = entries.values.compactMap(\.error)
+            return ((directoryError.map { [$0] } ?? []) + documents + duplicates).sorted { $0.path < $1.path }
+        }
     }
 
     private let state = LockedValue(State())
@@ -51,8 +64,8 @@ public final class DirectoryPolicySource: PolicySource {
     /// A source reading `directory`, read once before the initializer returns; ``reload()`` or
     /// ``startPolling()`` read it again.
     /// - Throws: ``PolicyDocumentError/directoryUnreadable(path:reason:)`` when the directory is missing or
-    ///   cannot be read. Malformed documents do not throw: they are in ``errors``, and give their accounts
-    ///   nothing (``RuntimeSettings/policyRequired`` decides what such an account gets).
+    ///   cannot be read. Malformed documents do not throw: they are in ``errors``, and leave the accounts they
+    ///   may govern undecided (refused) until they are fixed or removed.
     public init(directory: String, pollInterval: TimeInterval = 5) throws(PolicyDocumentError) {
         self.directory = directory
         self.pollInterval = pollInterval
@@ -83,12 +96,11 @@ public final class DirectoryPolicySource: PolicySource {
         let source: any DispatchSourceTimer
     }
 
-    /// The problems found by the last reload, sorted by path. Empty when every document is good.
+    /// The problems found by the last reload, sorted by path: each document that cannot be used (with the
+    /// position of the offending key or value, and the key), duplicates, an unreadable directory. Empty when
+    /// every document is good.
     public var errors: [PolicyDocumentError] {
-        state.withLock { state in
-            let documents = state.entries.values.compactMap(\.error)
-            return ((state.directoryError.map { [$0] } ?? []) + documents + state.duplicates).sorted { $0.path < $1.path }
-        }
+        state.withLock(\.errors)
     }
 
     public var policies: PolicySet {
@@ -101,11 +113,12 @@ public final class DirectoryPolicySource: PolicySource {
 
     /// Reads the directory now.
     /// - Returns: whether any policy changed (the change handler has run when it did).
+    /// The change handler also runs when only ``errors`` changed (so that a manager lists and posts them).
     @discardableResult
     public func reload() -> Bool {
-        let (changed, handler) = reloading.withLock { _ in scan() }
-        if changed { handler?() }
-        return changed
+        let scanned = reloading.withLock { _ in scan() }
+        if scanned.changed || scanned.errorsChanged { scanned.handler?() }
+        return scanned.changed
     }
 
     /// ``reload()``, for ``PolicyManager/reloadPolicies(timeout:)``: the directory is local, so it is read at
@@ -139,14 +152,17 @@ public final class DirectoryPolicySource: PolicySource {
 
     // MARK: Scanning
 
-    private func scan() -> (Bool, (@Sendable () -> Void)?) {
+    private func scan() -> (changed: Bool, errorsChanged: Bool, handler: (@Sendable () -> Void)?) {
         let names: [String]
         do {
             names = try FileManager.default.contentsOfDirectory(atPath: directory).filter { $0.hasSuffix(".json") }.sorted()
         } catch {
             let failure = PolicyDocumentError.directoryUnreadable(path: directory, reason: error.localizedDescription)
-            state.withLock { $0.directoryError = failure }
-            return (false, nil)
+            return state.withLock { state in
+                let errorsChanged = state.directoryError != failure
+                state.directoryError = failure
+                return (false, errorsChanged, state.handler)
+            }
         }
         let previous = state.withLock { $0.entries }
         var entries: [String: Entry] = [:]
@@ -156,34 +172,42 @@ public final class DirectoryPolicySource: PolicySource {
             do {
                 data = try Data(contentsOf: URL(fileURLWithPath: path))
             } catch {
-                var entry = previous[name] ?? Entry(data: Data(), document: nil, error: nil)
-                entry.error = .unreadable(path: path, reason: error.localizedDescription)
-                entries[name] = entry
+                // A document that cannot be read is one that does not parse, whose subject is unknown: its last
+                // good version stays in force; without one, the set is incomplete.
+                entries[name] = Entry(
+                    data: nil, document: previous[name]?.document,
+                    error: .unreadable(path: path, reason: error.localizedDescription))
                 continue
             }
             if let old = previous[name], old.data == data {
                 entries[name] = old
                 continue
             }
-            do throws(PolicyDocumentError) {
-                entries[name] = Entry(data: data, document: try PolicyDocument(json: data, path: path), error: nil)
-            } catch {
+            switch PolicyDocument.read(json: data, path: path) {
+            case let .document(document):
+                entries[name] = Entry(data: data, document: document, error: nil)
+            case let .broken(error, subjects):
                 // Keep the last good document of this file in force.
-                entries[name] = Entry(data: data, document: previous[name]?.document, error: error)
+                entries[name] = Entry(data: data, document: previous[name]?.document, error: error, subjects: subjects)
             }
         }
-        let (policies, duplicates) = PolicySet.assembled(from: names.compactMap { name in
-            entries[name]?.document.map { (path: (directory as NSString).appendingPathComponent(name), document: $0) }
-        })
+        let directory = directory
+        func path(_ name: String) -> String { (directory as NSString).appendingPathComponent(name) }
+        let (policies, duplicates) = PolicySet.assembled(
+            from: names.compactMap { name in entries[name]?.document.map { (path: path(name), document: $0) } },
+            broken: names.compactMap { name in
+                entries[name].flatMap { $0.error == nil ? nil : (path: path(name), subjects: $0.subjects) }
+            })
         return state.withLock { state in
             // The first successful read is a change even when it found no policy: the manager learns it loaded.
             let changed = state.policies != policies || !state.loaded
+            let errorsBefore = state.errors
             state.loaded = true
             state.entries = entries
             state.directoryError = nil
             state.policies = policies
             state.duplicates = duplicates
-            return (changed, state.handler)
+            return (changed, state.errors != errorsBefore, state.handler)
         }
     }
 }

@@ -29,10 +29,18 @@ public protocol PolicySource: AnyObject, Sendable {
     /// - Throws: ``PolicyDocumentError/directoryUnreadable(path:reason:)`` when the policies could not be read
     ///   by `deadline`; the policies in force stay.
     func reload(deadline: ContinuousClock.Instant) async throws(PolicyDocumentError) -> Bool
+
+    /// The problems found by the last read: documents that could not be used (each naming its path, position
+    /// and key), duplicates, a store that could not be read. ``PolicyManager`` reads them with ``policies``,
+    /// lists them in ``PolicyManager/policyErrors``, logs each new one and posts
+    /// ``PolicyEvent/policyErrorsDidChange(_:)``. The default is empty (a source that reads no documents).
+    var errors: [PolicyDocumentError] { get }
 }
 
 extension PolicySource {
     public var hasLoaded: Bool { true }
+
+    public var errors: [PolicyDocumentError] { [] }
 
     public func reload(deadline: ContinuousClock.Instant) async throws(PolicyDocumentError) -> Bool { false }
 

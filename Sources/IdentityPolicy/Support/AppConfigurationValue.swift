@@ -69,7 +69,7 @@ public enum AppConfigurationValue: Sendable, Hashable, Decodable, CustomStringCo
     }
 
     /// The value the strict reader read with `keepsEverything`, which never gives `other`.
-    private init(_ value: StrictJSON.Value) {
+    init(_ value: StrictJSON.Value) {
         switch value {
         case .null: self = .null
         case .other: preconditionFailure("a reader that keeps every value gave `other`")

@@ -7,8 +7,8 @@ import Darwin
 #endif
 
 /// Unbuffered writes to file descriptor 2, usable from any thread without Foundation.
-enum StandardError {
-    static func write(_ text: String) {
+package enum StandardError {
+    package static func write(_ text: String) {
         var text = text
         text.withUTF8 { bytes in
             guard var pointer = bytes.baseAddress else { return }

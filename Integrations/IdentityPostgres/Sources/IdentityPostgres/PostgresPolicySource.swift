@@ -16,9 +16,13 @@ import NIOConcurrencyHelpers
 ///   the change handler, so `PolicyManager` posts its per-account change events. The table is also re-read every
 ///   ``PostgresFleetConfiguration/policyPollInterval`` seconds and whenever the notification connection comes
 ///   back, in case a notification was missed.
-/// - A malformed row is reported in ``errors`` and the **last good** version of that row stays in force, as with
-///   the directory source; a row malformed from the start gives its subject nothing. Two rows naming the same
-///   subject: the first by name wins, the other is reported as a duplicate.
+/// - A malformed row is reported in ``errors`` (with the position of the offending key or value, and the key)
+///   and the **last good** version of that row stays in force, as with the directory source. A row malformed
+///   from the start leaves the account or tenant it names undecided (`PolicySet.unavailableAccounts`,
+///   `unavailableTenants`): a `PolicyManager` refuses their data with `ProtectionError.policyUnavailable` until
+///   the row is fixed or deleted; when not even its `account` or `tenant` can be read, every account without a
+///   good row of its own is undecided. Two rows naming the same subject: the first by name wins, the other is
+///   reported as a duplicate.
 /// - The database unreachable: every policy read before stays in force (an outage is not a withdrawal), the
 ///   failure is in ``lastError`` and in ``errors`` as `PolicyDocumentError.directoryUnreadable`, and the reads
 ///   go on until the database answers. Policy lookups never touch the database, so they never block.
@@ -37,8 +41,12 @@ public final class PostgresPolicySource: PolicySource {
 
     private struct Entry {
         var text: String
+        /// The document in force: the row's current one, or its last good version.
         var document: PolicyDocument?
+        /// Why the row's current text cannot be used.
         var error: PolicyDocumentError?
+        /// The subjects the current text names as far as they can be read, when it cannot be used.
+        var subjects: Set<PolicyDocument.Subject> = []
     }
 
     private struct State {
@@ -54,6 +62,16 @@ public final class PostgresPolicySource: PolicySource {
         /// Reads are numbered as they start; a read applies only when no later read applied before it.
         var readsStarted: UInt64 = 0
         var readApplied: UInt64 = 0
+        /// ``errors`` when the change handler last ran for them.
+        var reportedErrors: [PolicyDocumentError] = []
+
+        var errors: [PolicyDocumentError] {
+            var errors = entries.values.compactMap(\.error) + duplicates
+            if let failure = lastError {
+                errors.append(.directoryUnreadable(path: PostgresPolicySource.tablePath, reason: failure.description))
+            }
+            return errors.sorted { $0.path < $1.path }
+        }
     }
 
     private let state = NIOLockedValueBox(State())
@@ -91,13 +109,7 @@ public final class PostgresPolicySource: PolicySource {
     /// The problems found by the last reload, sorted by row: malformed documents (whose last good version stays
     /// in force), duplicates, and the table being unreadable.
     public var errors: [PolicyDocumentError] {
-        state.withLockedValue { state in
-            var errors = state.entries.values.compactMap(\.error) + state.duplicates
-            if let failure = state.lastError {
-                errors.append(.directoryUnreadable(path: Self.tablePath, reason: failure.description))
-            }
-            return errors.sorted { $0.path < $1.path }
-        }
+        state.withLockedValue(\.errors)
     }
 
     /// The last failure to read the table; `nil` once a read succeeded after it.
@@ -137,10 +149,27 @@ public final class PostgresPolicySource: PolicySource {
         }
     }
 
+    /// The change handler also runs when only ``errors`` changed (so that a manager lists and posts them).
     private func read(deadline: ContinuousClock.Instant) async throws(PostgresFleetError) -> Bool {
-        let (changed, handler) = try await scan(deadline: deadline)
-        if changed { handler?() }
-        return changed
+        let scanned: (changed: Bool, errorsChanged: Bool, handler: (@Sendable () -> Void)?)
+        do throws(PostgresFleetError) {
+            scanned = try await scan(deadline: deadline)
+        } catch {
+            // The table could not be read: a manager learns it from ``errors`` (the policies in force stay).
+            if state.withLockedValue({ $0.reportedErrors != $0.errors }) { notifyErrors() }
+            throw error
+        }
+        if scanned.changed || scanned.errorsChanged { scanned.handler?() }
+        return scanned.changed
+    }
+
+    /// Calls the change handler for a change of ``errors`` alone.
+    private func notifyErrors() {
+        let handler = state.withLockedValue { state in
+            state.reportedErrors = state.errors
+            return state.handler
+        }
+        handler?()
     }
 
     // MARK: Writing
@@ -168,8 +197,8 @@ public final class PostgresPolicySource: PolicySource {
 
     /// A read in the background; its failure is kept in ``lastError`` and ``errors``.
     private func reloadReportingErrors() async {
-        // The failure is kept in lastError and errors (reload records it), and the source's last good set and
-        // its hasLoaded stay as they were: nothing is decided from a failed read.
+        // Dropping the error is safe: `read` has recorded it (``lastError``, ``errors``) and told the manager,
+        // and the policies in force stay (an outage is not a withdrawal; a source never read refuses).
         _ = try? await reload()
     }
 
@@ -202,7 +231,9 @@ public final class PostgresPolicySource: PolicySource {
         }
     }
 
-    private func scan(deadline: ContinuousClock.Instant) async throws(PostgresFleetError) -> (Bool, (@Sendable () -> Void)?) {
+    private func scan(
+        deadline: ContinuousClock.Instant
+    ) async throws(PostgresFleetError) -> (changed: Bool, errorsChanged: Bool, handler: (@Sendable () -> Void)?) {
         let ticket = state.withLockedValue { state in
             state.readsStarted += 1
             return state.readsStarted
@@ -234,20 +265,24 @@ public final class PostgresPolicySource: PolicySource {
                 entries[name] = old
                 continue
             }
-            let path = "\(Self.tablePath)/\(name)"
-            do throws(PolicyDocumentError) {
-                entries[name] = Entry(text: text, document: try PolicyDocument(json: Data(text.utf8), path: path), error: nil)
-            } catch {
-                // Keep the last good version of this row in force.
-                entries[name] = Entry(text: text, document: previous[name]?.document, error: error)
+            switch PolicyDocument.read(json: Data(text.utf8), path: "\(Self.tablePath)/\(name)") {
+            case let .document(document):
+                entries[name] = Entry(text: text, document: document, error: nil)
+            case let .broken(error, subjects):
+                // Keep the last good version of this row in force; without one, its subject is undecided.
+                entries[name] = Entry(text: text, document: previous[name]?.document, error: error, subjects: subjects)
             }
         }
-        let (policies, duplicates) = PolicySet.assembled(from: texts.compactMap { name, _ in
-            entries[name]?.document.map { (path: "\(Self.tablePath)/\(name)", document: $0) }
-        })
+        // The same assembly as every source: a broken row's account or tenant is undecided (refused), and a
+        // broken row whose subject cannot be read leaves every account without a good row of its own undecided.
+        let (policies, duplicates) = PolicySet.assembled(
+            from: texts.compactMap { name, _ in entries[name]?.document.map { (path: "\(Self.tablePath)/\(name)", document: $0) } },
+            broken: texts.compactMap { name, _ in
+                entries[name].flatMap { $0.error == nil ? nil : (path: "\(Self.tablePath)/\(name)", subjects: $0.subjects) }
+            })
         return state.withLockedValue { state in
             // A read that started later has applied already: this one read older rows.
-            guard ticket > state.readApplied else { return (false, nil) }
+            guard ticket > state.readApplied else { return (false, false, nil) }
             state.readApplied = ticket
             // The first successful read is a change even when it found no policy: the manager learns it loaded.
             let changed = state.policies != policies || state.lastReload == nil
@@ -257,7 +292,10 @@ public final class PostgresPolicySource: PolicySource {
             state.lastError = nil
             state.lastReload = Date()
             state.reloads += 1
-            return (changed, state.handler)
+            let errors = state.errors
+            let errorsChanged = errors != state.reportedErrors
+            state.reportedErrors = errors
+            return (changed, errorsChanged, state.handler)
         }
     }
 }

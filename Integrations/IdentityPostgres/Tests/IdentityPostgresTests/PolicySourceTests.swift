@@ -78,11 +78,45 @@ extension FleetTests {
             #expect(source.policy(for: carol)?.isFileEncryptionRequired == true)
             #expect(source.errors.count == 1)
             #expect(source.errors.contains { if case .duplicate = $0 { true } else { false } })
-            // A row malformed from the start gives its subject nothing.
+            // A row malformed from the start leaves the account it names undecided, never unmanaged.
+            let erin = Identity("erin@fabrikam.com")
+            try await source.storeDocument(#"{"formatVersion": 1, "account": "erin@fabrikam.com", "pinRequired": "yes"}"#, named: "erin")
+            try await source.reload()
+            #expect(source.policies.resolution(for: erin) == .undecided)
+            #expect(source.errors.contains { $0.path.hasSuffix("/erin") && $0.key == "pinRequired" && $0.position != nil })
+            #expect(source.policies.isComplete)
+            // One whose subject cannot be read leaves every account without a good row of its own undecided.
             try await source.storeDocument("not json", named: "dave")
             try await source.reload()
             #expect(source.errors.contains { $0.path.hasSuffix("/dave") })
+            #expect(source.policies.resolution(for: Identity("dave@example.org")) == .undecided)
+            #expect(source.policy(for: carol)?.isFileEncryptionRequired == true)
             #expect(source.lastError == nil)
+            // Deleted, the refusals end.
+            try await source.deleteDocument(named: "dave")
+            try await source.deleteDocument(named: "erin")
+            try await source.reload()
+            #expect(source.policies.resolution(for: erin) == .none)
+            #expect(source.policies.resolution(for: Identity("dave@example.org")) == .none)
+        }
+
+        @Test("a manager over the table refuses a broken row's account with 115 and lists the error")
+        func brokenRowRefuses() async throws {
+            let configuration = try await TestDatabase.make()
+            let fleet = PostgresFleet(configuration: configuration)
+            defer { fleet.shutdown() }
+            try await fleet.waitUntilReady(timeout: 20)
+            let source = PostgresPolicySource(fleet: fleet)
+            try await source.storeDocument(#"{"formatVersion": 1, "tenant": "contoso.com", "fileEncryptionRequired": "yes"}"#, named: "contoso")
+            try await source.reload()
+            let manager = PolicyManager(policySource: source)
+            let alice = Identity("alice@contoso.com")
+            guard case .policyUnavailable = manager.refusal(of: .create, to: alice) else {
+                Issue.record("alice@contoso.com is not refused: \(String(describing: manager.refusal(of: .create, to: alice)))")
+                return
+            }
+            #expect(manager.policyErrors.contains { $0.key == "fileEncryptionRequired" })
+            #expect(!manager.isDataTransferAllowed(from: alice, to: Identity("bob@fabrikam.com")))
         }
     }
 }
