@@ -43,9 +43,11 @@ struct AtomicFile {
                 throw error
             }
         }
-        // The umask may have narrowed the mode; make it exact.
+        // The umask may have narrowed the mode; make it exact. (Ignored: a failure leaves the file narrower
+        // than asked, never wider.)
         _ = fchmod(fd, mode)
         // Marks the file as being written; nobody else has it open yet (O_EXCL), so this cannot block.
+        // (Ignored: without the lock, a sweep still leaves the file alone for `minimumAge`.)
         _ = flock(fd, LOCK_EX | LOCK_NB)
     }
 

@@ -93,7 +93,9 @@ extension FileProtectionManager {
     /// data by the caller's effective file identity; truncating it gives it to the new owner (a transfer, by a
     /// caller that may see it); creating one creates data for the new owner, and a handle on the new owner's
     /// file needs the caller to be allowed to read (for writing: modify) that owner's data. A refused call
-    /// leaves no file behind and empties none.
+    /// leaves no file behind and empties none. A file created or truncated gets its owner under a temporary
+    /// name and takes the path in one step (as ``ProtectedFile`` does): a failure or a crash leaves the old
+    /// file and its owner; truncation replaces the file (other descriptors on it keep the old content).
     /// > Note: The `FileHandle` is a plain descriptor: the access check decides the open, and the handle then
     /// > reads and writes as the operating system lets it, also after its owner is blocked. A
     /// > ``ProtectedFile`` asks the policy again on every operation.

@@ -30,6 +30,13 @@ import IdentityRuntime
 /// the owner's data, or may not modify it for a handle that writes (``ManagedIdentityPolicy/refusal(of:to:)``),
 /// before any byte is read.
 ///
+/// Nothing changes before everything is decided: an open that creates or truncates has the decision, the
+/// owner and the key before it touches the file, and builds the new (or emptied) file under a temporary name,
+/// owner record and header included, before it takes the path in one step (`rename(2)`, or `link(2)` for a
+/// new file). A refusal, a key store that does not answer in time, a cancelled `async` open or a crash leaves
+/// the file and its owner as they were. Truncation therefore replaces the file: other descriptors on the old
+/// one, and hard links to it, keep the old content.
+///
 /// Creating or truncating a file for another owner than the caller is refused, too, unless the caller may
 /// read that owner's data (for a handle that writes: modify it): the handle would read what the owner writes
 /// into the file later.
@@ -39,7 +46,11 @@ import IdentityRuntime
 /// whichever thread or task uses the handle. So a handle stops working (the policy's refusal:
 /// ``ProtectionError/accountBlocked(identity:reason:)`` (109) a blocked owner, ``ProtectionError/accessDenied(identity:reader:)`` (108) a blocked
 /// opener, ``ProtectionError/policyUnavailable(reason:)`` (115) the policy is not loaded) as soon as its owner or its opener is blocked, or the policy changes so
-/// that the access is no longer allowed; it works again when the refusal clears. A file's owner never changes
+/// that the access is no longer allowed; it works again when the refusal clears. A wipe is different: once the
+/// owner's keys are destroyed (``FileProtectionManager/removeFiles(ownedBy:)``, `PolicyManager.wipeData`,
+/// ``FileKeyStore/destroyKeys(for:)``), every operation but ``close()`` and ``offset`` is refused with
+/// ``ProtectionError/keyNotFound(identity:keyID:)`` (103), the handle drops its descriptor and key, and it
+/// never works again, whatever happens to the account afterwards. A file's owner never changes
 /// under an open handle: ``FileProtectionManager/protect(atPath:owner:)`` writes a file it gives to another
 /// owner anew.
 ///

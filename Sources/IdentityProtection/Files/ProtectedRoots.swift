@@ -302,6 +302,8 @@ extension ProtectedRoots {
             return try EncryptedFileFormat.header(atPath: path)?.owner
         } catch {
             if case .ioFailure = error { throw error }
+            // A header that does not parse names no owner and no key: nothing reads its content, and the
+            // owner's keys are destroyed by the wipe either way. A file that cannot be read is reported above.
             return nil
         }
     }

@@ -129,7 +129,9 @@ public final class FileKeyStore: KeyStore {
             cache.setRing(nil, for: file, of: identity)
             let path = Paths.join(directory, file)
             guard let info = try POSIX.lstatPath(path) else { return }
-            // Best-effort overwrite before unlinking.
+            // Best-effort overwrite before unlinking (`try?`: the key is destroyed by the unlink below, whose
+            // failure is thrown, and by the cache entry that went above; the overwrite only keeps the old
+            // bytes out of the file system's free blocks where it can).
             if POSIX.isRegular(info), let fd = try? POSIX.openFile(path, O_WRONLY) {
                 defer { POSIX.closeFile(fd) }
                 try? POSIX.writeAll(fd, [UInt8](repeating: 0, count: Int(info.st_size)), path: path)
