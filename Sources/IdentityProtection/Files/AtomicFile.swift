@@ -79,6 +79,7 @@ struct AtomicFile {
     /// Abandons the new content; the target is untouched.
     mutating func discard() {
         guard !finished else { return }
+        // (Ignored: a temporary file that stays is never read, and `removeInterruptedWrites` deletes it.)
         _ = unlink(temporaryPath)
         POSIX.closeFile(fd)
         finished = true
@@ -166,6 +167,7 @@ extension AtomicFile {
         } catch {
             if !placed {
                 owners.forgetRemoved(fd: fd, path: temporaryPath)
+                // (Ignored: a temporary file that stays is never read, and the sweep deletes it.)
                 _ = unlink(temporaryPath)
             }
             POSIX.closeFile(fd)
