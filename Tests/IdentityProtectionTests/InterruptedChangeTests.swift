@@ -189,4 +189,21 @@ struct InterruptedChangeTests {
         #expect(try FileManager.default.contentsOfDirectory(atPath: plain.root) == ["notes.txt"])
         #expect(try FileManager.default.contentsOfDirectory(atPath: fixture.root) == ["log.bin"])
     }
+
+    @Test("a new file's temporary name that a crash left beside it goes; the file and its recorded owner stay")
+    func leftoverTemporaryNameOfAPlacedFile() throws {
+        let fixture = try Fixture(ownerStorage: .indexOnly, encryptionRequired: false)
+        let path = fixture.path("new.txt")
+        let file = try IdentityContext.withThreadIdentity(alice) {
+            try fixture.files.openProtectedFile(atPath: path, options: [.read, .write, .create])
+        }
+        try file.write(Array("kept".utf8))
+        try file.close()
+        // What a crash between link(2) and the unlink of the temporary name leaves: a second name.
+        let second = fixture.path(".new.txt.idp-crash.tmp")
+        #expect(link(path, second) == 0)
+        #expect(try fixture.files.removeInterruptedWrites(olderThan: 0) == [second])
+        #expect(bytes(of: path) == Array("kept".utf8))
+        #expect(try fixture.files.protectionInfo(atPath: path)?.owner == alice)
+    }
 }
