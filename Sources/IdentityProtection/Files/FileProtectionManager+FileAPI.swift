@@ -157,6 +157,13 @@ extension FileProtectionManager {
                 // A file appeared since it was looked at: open it as an existing file, with its own checks.
                 return try openFile(atPath: path, options: options.subtracting(.create), permissions: permissions)
             }
+            // The replaced file's index entry goes with it: its inode may be reused by a file nobody owns.
+            if let existing {
+                do throws(ProtectionError) { try owners.forget([existing]) } catch {
+                    POSIX.closeFile(fd)
+                    throw error
+                }
+            }
             return FileHandle(fileDescriptor: fd, closeOnDealloc: true)
         }
     }

@@ -411,12 +411,15 @@ public final class ProtectedFile: Sendable {
                 return try open(manager: manager, path: path, options: options.subtracting(.create), owner: explicitOwner, permissions: permissions)
             }
             do throws(ProtectionError) {
+                // The replaced file's index entry goes with it: its inode may be reused by a file nobody owns.
+                if let existing { try manager.owners.forget([existing]) }
                 let revocation = try newOwner.map { (owner) throws(ProtectionError) in
                     try KeyRevocations.shared.token(for: owner, in: manager.keyStore, since: since)
                 }
                 return Opened(path: path, owner: newOwner, fd: fd, store: store, opener: caller, revocation: revocation)
             } catch {
-                // The owner was wiped meanwhile; the wipe, which waited for this creation, removes the file.
+                // The owner was wiped meanwhile (the wipe, which waited for this creation, removes the file),
+                // or the index could not be written: no handle.
                 POSIX.closeFile(fd)
                 throw error
             }
