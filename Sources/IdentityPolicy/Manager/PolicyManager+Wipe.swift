@@ -10,8 +10,16 @@ public struct WipeReport: Sendable {
     public var handledByDelegate: Bool
     /// The files the runtime deleted (absolute paths, sorted).
     public var removedFiles: [String]
-    /// The first failure of the runtime's deletion, after everything else was done.
+    /// The first failure of the runtime's deletion, after everything else was done; never `nil` while
+    /// ``leftovers`` is not empty or the account's keys could not be destroyed.
     public var error: ProtectionError?
+    /// What the runtime could not remove, or could not look into (a directory it could not read may hold the
+    /// account's files), with the reason for each, sorted by path. The account stays in the wipe journal:
+    /// the next wipe of it, or the next start, tries again.
+    public var leftovers: [WipeLeftover] = []
+
+    /// Whether the wipe removed everything it was asked to: no failure and nothing left.
+    public var isComplete: Bool { error == nil && leftovers.isEmpty }
 }
 
 /// What a wipe of a tenant did (``PolicyManager/wipeData(forTenant:)``).
@@ -20,6 +28,15 @@ public struct TenantWipeReport: Sendable {
     public var tenant: TenantID
     /// One report per account of the tenant, sorted by account.
     public var accounts: [WipeReport]
+    /// What the search for the tenant's accounts could not look into (a directory under the roots it could not
+    /// read, a file whose owner it could not read): owners there may be accounts of the tenant that the wipe
+    /// did not reach. The search goes on past each.
+    public var leftovers: [WipeLeftover] = []
+    /// The first of ``leftovers``' errors (`nil` when the search read everything).
+    public var error: ProtectionError? { leftovers.first?.error }
+
+    /// Whether the tenant's data is gone: every account's wipe is complete and the search read everything.
+    public var isComplete: Bool { leftovers.isEmpty && accounts.allSatisfy(\.isComplete) }
 }
 
 extension PolicyManager {
@@ -42,7 +59,7 @@ extension PolicyManager {
     /// wipe itself).
     @discardableResult
     public func wipeData(forAccount account: Identity) async -> WipeReport {
-        await SelectiveWipe(manager: self).run { [account] _ in [account] }[0]
+        await SelectiveWipe(manager: self).run { [account] _ in ([account], []) }.reports[0]
     }
 
     /// Wipes every account of `tenant` as ``wipeData(forAccount:)`` does, in one pass over the files: the
@@ -50,13 +67,15 @@ extension PolicyManager {
     /// roots whose tenant it is.
     @discardableResult
     public func wipeData(forTenant tenant: TenantID) async -> TenantWipeReport {
-        let reports = await SelectiveWipe(manager: self).run { files in
+        let (reports, unreadable) = await SelectiveWipe(manager: self).run { files in
             var accounts = Set(self.state.withLock { $0.accounts.known(inTenant: tenant) })
-            let owners = (try? files?.ownersUnderRoots()) ?? []
-            accounts.formUnion(owners.filter { !$0.isUnmanaged && self.tenant(for: $0) == tenant })
-            return accounts.sorted { $0.foldedName < $1.foldedName }
+            // The search goes on past what it cannot read, and reports it: the owners it did find are wiped,
+            // and the report says the tenant's data may not all be gone.
+            let found = files?.ownersUnderRootsReporting() ?? (owners: [], unreadable: [])
+            accounts.formUnion(found.owners.filter { !$0.isUnmanaged && self.tenant(for: $0) == tenant })
+            return (accounts.sorted { $0.foldedName < $1.foldedName }, found.unreadable)
         }
-        return TenantWipeReport(tenant: tenant, accounts: reports)
+        return TenantWipeReport(tenant: tenant, accounts: reports, leftovers: unreadable)
     }
 
     /// The last step of a wipe of `account`: it leaves the windows showing it (superseding switches to it),

@@ -27,14 +27,16 @@ struct SelectiveWipe: Sendable {
     let manager: PolicyManager
 
     /// Runs the wipe on a GCD thread (never the main queue, never a thread of the cooperative pool: it walks
-    /// the roots and waits for writes in flight) for the accounts `accounts` names, given the file storage.
+    /// the roots and waits for writes in flight) for the accounts `accounts` names, given the file storage,
+    /// with what finding them could not look into (reported, and the wipe goes on with what it found).
     func run(
-        _ accounts: @escaping @Sendable (ProtectedRoots?) -> [Identity]
-    ) async -> [WipeReport] {
+        _ accounts: @escaping @Sendable (ProtectedRoots?) -> (accounts: [Identity], unreadable: [WipeLeftover])
+    ) async -> (reports: [WipeReport], unreadable: [WipeLeftover]) {
         await withCheckedContinuation { continuation in
             DispatchQueue.global(qos: .utility).async {
                 let files = manager.state.withLock { $0.fileProtection?.storage }
-                continuation.resume(returning: wipe(accounts(files), files: files))
+                let found = accounts(files)
+                continuation.resume(returning: (wipe(found.accounts, files: files), found.unreadable))
             }
         }
     }
@@ -43,35 +45,50 @@ struct SelectiveWipe: Sendable {
     /// walk.
     private func wipe(_ accounts: [Identity], files: ProtectedRoots?) -> [WipeReport] {
         let accounts = accounts.filter { !$0.isUnmanaged }
-        // From the start nothing new is created for the accounts, by any thread.
+        // From the start nothing new is created for the accounts, by any thread, and no handle open on their
+        // data reads or writes again (whoever deletes the data: the runtime or the delegate).
         for account in accounts { manager.block(account, reason: .wiped, window: nil) }
         let (delegate, keys) = manager.state.withLock { ($0.delegate, $0.keyStore) }
+        for account in accounts {
+            if let files { KeyRevocations.shared.revoke(account, in: files.keyStore) }
+            if let keys { KeyRevocations.shared.revoke(account, in: keys) }
+        }
         var reports = accounts.map { account in
             WipeReport(account: account, handledByDelegate: delegate?.wipeData(forAccount: account) ?? false, removedFiles: [], error: nil)
         }
         let runtimeWiped = Set(reports.filter { !$0.handledByDelegate }.map(\.account))
-        var failure: ProtectionError?
-        var removed: [Identity: [String]] = [:]
+        var outcome = FileWipeOutcome()
         if let files, !runtimeWiped.isEmpty {
             do throws(ProtectionError) {
                 // The policy's own wipe: the accounts are blocked, so the caller's access is not the question.
-                removed = try files.removeFilesAsPolicy(ownedByAnyOf: runtimeWiped)
+                outcome = try files.wipeAsPolicy(ownedByAnyOf: runtimeWiped)
             } catch {
-                failure = error
+                // The wipe could not start (its journal): nothing was removed.
+                outcome.error = error
             }
         }
+        var keyFailures: [Identity: ProtectionError] = [:]
         if let keys {
             for account in runtimeWiped.sorted(by: { $0.foldedName < $1.foldedName }) {
                 do throws(ProtectionError) {
                     try keys.destroyKeys(for: account)
                 } catch {
-                    if failure == nil { failure = error }
+                    keyFailures[account] = error
                 }
+                // Handles opened while the wipe ran stop too.
+                KeyRevocations.shared.revoke(account, in: keys)
             }
         }
+        // A failure with no path (the wipe could not start, a key store of the file manager that failed)
+        // concerns every account of the wipe.
+        let general = outcome.leftovers.isEmpty ? outcome.error : nil
         for index in reports.indices where runtimeWiped.contains(reports[index].account) {
-            reports[index].error = failure
-            reports[index].removedFiles = removed[reports[index].account] ?? []
+            let account = reports[index].account
+            // A directory the walk could not read may hold any account's files: it is every account's leftover.
+            let mine = outcome.leftovers.filter { $0.owner == nil || $0.owner == account }
+            reports[index].leftovers = mine
+            reports[index].error = mine.first?.error ?? keyFailures[account] ?? general
+            reports[index].removedFiles = outcome.removed[account] ?? []
         }
         for account in accounts { manager.finishWipe(of: account) }
         return reports

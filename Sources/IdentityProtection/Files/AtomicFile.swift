@@ -43,9 +43,11 @@ struct AtomicFile {
                 throw error
             }
         }
-        // The umask may have narrowed the mode; make it exact.
+        // The umask may have narrowed the mode; make it exact. (Ignored: a failure leaves the file narrower
+        // than asked, never wider.)
         _ = fchmod(fd, mode)
         // Marks the file as being written; nobody else has it open yet (O_EXCL), so this cannot block.
+        // (Ignored: without the lock, a sweep still leaves the file alone for `minimumAge`.)
         _ = flock(fd, LOCK_EX | LOCK_NB)
     }
 
@@ -77,6 +79,7 @@ struct AtomicFile {
     /// Abandons the new content; the target is untouched.
     mutating func discard() {
         guard !finished else { return }
+        // (Ignored: a temporary file that stays is never read, and `removeInterruptedWrites` deletes it.)
         _ = unlink(temporaryPath)
         POSIX.closeFile(fd)
         finished = true
@@ -90,6 +93,84 @@ struct AtomicFile {
             try file.commit()
         } catch {
             file.discard()
+            throw error
+        }
+    }
+}
+
+extension AtomicFile {
+    /// Puts a new file at `path` in one step, once it is complete: `prepare` gives it its owner record and
+    /// first bytes under a temporary name (`.NAME.idp-RANDOM.tmp`, opened with `flags`), it is `fsync`ed, and
+    /// then it takes `path`: `rename(2)` over what is there when `replacing`, else `link(2)`, which refuses a
+    /// name that exists (the temporary name then goes). A failure, a refusal or a crash before that step
+    /// leaves `path` as it was (a killed process leaves at most a temporary file, which
+    /// ``FileProtectionManager/removeInterruptedWrites(olderThan:)`` deletes); nothing ever sees a file at
+    /// `path` without its owner or its header.
+    ///
+    /// - Parameters:
+    ///   - exactMode: `true`: the file gets exactly `mode` (a replacement keeps the replaced file's bits);
+    ///     `false`: `mode` narrowed by the process umask (a new file).
+    /// - Returns: the open descriptor of the file now at `path`, or `nil` when `replacing` is `false` and
+    ///   something is at `path` already (nothing was changed).
+    static func install(
+        at path: String, flags: Int32, mode: mode_t, exactMode: Bool, replacing: Bool, owners: FileOwnerStore,
+        prepare: (_ fd: Int32, _ temporaryPath: String) throws(ProtectionError) -> Void
+    ) throws(ProtectionError) -> Int32? {
+        let directory = Paths.parent(path)
+        var attempt = 0
+        let fd: Int32
+        let temporaryPath: String
+        while true {
+            let suffix = String(UInt64.random(in: 0...UInt64.max), radix: 36)
+            let candidate = Paths.join(directory, ".\(Paths.lastComponent(path)).idp-\(suffix).tmp")
+            do throws(ProtectionError) {
+                fd = try POSIX.openFile(candidate, flags | O_CREAT | O_EXCL, mode: mode)
+                temporaryPath = candidate
+                break
+            } catch let error {
+                attempt += 1
+                if case let .ioFailure(_, _, code) = error, code == EEXIST, attempt < 16 { continue }
+                if case .fileNotFound = error { throw .ioFailure(path: path, operation: "create temporary file", errno: ENOENT) }
+                throw error
+            }
+        }
+        var placed = false
+        do throws(ProtectionError) {
+            if exactMode, fchmod(fd, mode) != 0 { throw POSIX.failure(temporaryPath, "fchmod") }
+            // Marks the file as being written until it has its name; nobody else has it open yet (O_EXCL), so
+            // this cannot block, and a failure only leaves it to the age test of the sweep.
+            _ = flock(fd, LOCK_EX | LOCK_NB)
+            try prepare(fd, temporaryPath)
+            try POSIX.fsyncFD(fd, path: temporaryPath)
+            if replacing {
+                try POSIX.renamePath(temporaryPath, path)
+                placed = true
+            } else {
+                guard link(temporaryPath, path) == 0 else {
+                    let code = errno
+                    guard code == EEXIST else { throw POSIX.failure(path, "link", code) }
+                    owners.forgetRemoved(fd: fd, path: temporaryPath)
+                    _ = unlink(temporaryPath)
+                    POSIX.closeFile(fd)
+                    return nil
+                }
+                placed = true
+                // The file has its name; the temporary one goes. Should this fail, the sweep removes that
+                // second name and keeps the owner record (the file has more than one link).
+                _ = unlink(temporaryPath)
+            }
+            // Dropping the lock cannot fail on a descriptor this call holds; if it did, the lock would only
+            // last until the descriptor is closed, and a sweep never looks at a name without `.idp-`.
+            _ = flock(fd, LOCK_UN)
+            try POSIX.fsyncDirectory(directory)
+            return fd
+        } catch {
+            if !placed {
+                owners.forgetRemoved(fd: fd, path: temporaryPath)
+                // (Ignored: a temporary file that stays is never read, and the sweep deletes it.)
+                _ = unlink(temporaryPath)
+            }
+            POSIX.closeFile(fd)
             throw error
         }
     }

@@ -25,16 +25,20 @@ extension FileProtectionManager {
             // Replacing another owner's file gives the path to the new owner: a transfer of it.
             try authorizeHandOver(of: try currentOwner(path: path, info: previous, header: try encryptedHeader(path)), to: owner)
         }
-        let encrypt = owner.map(requiresEncryption) ?? false
-        let mode = previous.map { $0.st_mode & 0o7777 } ?? (encrypt ? 0o600 : 0o644)
+        // The key comes before anything is written, even a temporary file: a store that does not answer in
+        // time, or a cancelled asynchronous call, ends the write here.
+        var sealing: (key: ProtectionKey, header: EncryptedFileFormat.Header)?
+        if let owner, requiresEncryption(owner) {
+            let key = try keyStore.currentKey(for: owner)
+            sealing = (key, try EncryptedFileFormat.newHeader(owner: owner, key: key, chunkSize: chunkSize))
+        }
+        let mode = previous.map { $0.st_mode & 0o7777 } ?? (sealing != nil ? 0o600 : 0o644)
         var output = try AtomicFile(replacing: path, mode: mode)
         do throws(ProtectionError) {
             try owners.setOwner(policy.record(ofNewDataOwnedBy: owner), fd: output.fd, path: output.temporaryPath)
-            if let owner, encrypt {
-                let key = try keyStore.currentKey(for: owner)
-                let header = try EncryptedFileFormat.newHeader(owner: owner, key: key, chunkSize: chunkSize)
+            if let sealing {
                 var source = DataSource(data: contents)
-                try EncryptedFileFormat.encrypt(&source, header: header, key: key, into: output)
+                try EncryptedFileFormat.encrypt(&source, header: sealing.header, key: sealing.key, into: output)
             } else {
                 try withRawBytes(of: contents) { (raw) throws(ProtectionError) in try output.write(raw) }
             }
@@ -89,7 +93,9 @@ extension FileProtectionManager {
     /// data by the caller's effective file identity; truncating it gives it to the new owner (a transfer, by a
     /// caller that may see it); creating one creates data for the new owner, and a handle on the new owner's
     /// file needs the caller to be allowed to read (for writing: modify) that owner's data. A refused call
-    /// leaves no file behind and empties none.
+    /// leaves no file behind and empties none. A file created or truncated gets its owner under a temporary
+    /// name and takes the path in one step (as ``ProtectedFile`` does): a failure or a crash leaves the old
+    /// file and its owner; truncation replaces the file (other descriptors on it keep the old content).
     /// > Note: The `FileHandle` is a plain descriptor: the access check decides the open, and the handle then
     /// > reads and writes as the operating system lets it, also after its owner is blocked. A
     /// > ``ProtectedFile`` asks the policy again on every operation.
@@ -124,59 +130,60 @@ extension FileProtectionManager {
         }
         let newOwnerNeedsEncryption = newOwner.map(requiresEncryption) ?? false
         if options.contains(.truncate) && newOwnerNeedsEncryption { throw .encryptionRequired(path: path) }
-        let assignsOwner = existing == nil || options.contains(.truncate)
-        if assignsOwner {
-            // The handle reads (or writes) what the new owner puts into the file later: the caller must be
-            // allowed that, as for an existing file of that owner.
-            let caller = IdentityContext.effectiveFileIdentity
-            try policy.authorize(writes ? .modify(writer: caller) : .read(reader: caller), to: policy.record(ofNewDataOwnedBy: newOwner))
+        if existing != nil && options.contains(.create) && options.contains(.exclusive) {
+            if newOwnerNeedsEncryption { throw .encryptionRequired(path: path) }
+            throw .ioFailure(path: path, operation: "open", errno: EEXIST)
         }
-        return try creating(for: assignsOwner ? newOwner : nil) { () throws(ProtectionError) -> FileHandle in
-            try open(path, flags: flags, options: options, permissions: permissions, newOwner: newOwner,
-                     newOwnerNeedsEncryption: newOwnerNeedsEncryption)
+        guard existing == nil || options.contains(.truncate) else {
+            return try openExisting(path, flags: flags)
+        }
+        // The handle reads (or writes) what the new owner puts into the file later: the caller must be
+        // allowed that, as for an existing file of that owner.
+        let caller = IdentityContext.effectiveFileIdentity
+        try policy.authorize(writes ? .modify(writer: caller) : .read(reader: caller), to: policy.record(ofNewDataOwnedBy: newOwner))
+        return try creating(for: newOwner) { () throws(ProtectionError) -> FileHandle in
+            // The new file would have to be encrypted: no plaintext handle for it (after the refusals, which
+            // say more).
+            if newOwnerNeedsEncryption { throw .encryptionRequired(path: path) }
+            // The new (or emptied) file gets its owner under a temporary name and takes the path in one step:
+            // a failure or a crash before that leaves the old file and its owner record as they were.
+            let installed = try AtomicFile.install(
+                at: path, flags: flags, mode: existing.map { $0.st_mode & 0o7777 } ?? mode_t(permissions),
+                exactMode: existing != nil, replacing: existing != nil, owners: owners
+            ) { (fd, temporaryPath) throws(ProtectionError) in
+                try owners.setOwner(policy.record(ofNewDataOwnedBy: newOwner), fd: fd, path: temporaryPath)
+            }
+            guard let fd = installed else {
+                // A file appeared since it was looked at: open it as an existing file, with its own checks.
+                return try openFile(atPath: path, options: options.subtracting(.create), permissions: permissions)
+            }
+            // The replaced file's index entry goes with it: its inode may be reused by a file nobody owns.
+            if let existing {
+                do throws(ProtectionError) { try owners.forget([existing]) } catch {
+                    POSIX.closeFile(fd)
+                    throw error
+                }
+            }
+            return FileHandle(fileDescriptor: fd, closeOnDealloc: true)
         }
     }
 
-    /// ``openFile(atPath:options:permissions:)`` once the access checks are done.
-    private func open(
-        _ path: String, flags: Int32, options: FileOpenOptions, permissions: UInt16, newOwner: Identity?,
-        newOwnerNeedsEncryption: Bool
-    ) throws(ProtectionError) -> FileHandle {
-        var created = false
-        let fd: Int32
-        if options.contains(.create) && !newOwnerNeedsEncryption {
-            do throws(ProtectionError) {
-                fd = try POSIX.openFile(path, flags | O_CREAT | O_EXCL, mode: mode_t(permissions))
-                created = true
-            } catch let .ioFailure(_, _, code) where code == EEXIST && !options.contains(.exclusive) {
-                fd = try POSIX.openFile(path, flags)
-            }
-        } else if options.contains(.create) {
-            // The new file would have to be encrypted: refuse unless it exists already (then it keeps its
-            // owner, checked below).
-            guard !options.contains(.exclusive), try destinationInfo(path) != nil else { throw .encryptionRequired(path: path) }
-            fd = try POSIX.openFile(path, flags)
-        } else {
-            fd = try POSIX.openFile(path, flags)
-        }
+    /// ``openFile(atPath:options:permissions:)`` of an existing file without truncation, once the access
+    /// checks are done: nothing about the file changes.
+    private func openExisting(_ path: String, flags: Int32) throws(ProtectionError) -> FileHandle {
+        let fd = try POSIX.openFile(path, flags)
         do throws(ProtectionError) {
             let info = try POSIX.fstatFD(fd, path: path)
             guard POSIX.isRegular(info) else { throw ProtectionError.fileNotFound(path: path) }
-            if created || options.contains(.truncate) {
-                if options.contains(.truncate) { try POSIX.truncateFD(fd, to: 0, path: path) }
-                try owners.setOwner(policy.record(ofNewDataOwnedBy: newOwner), fd: fd, path: path)
-            } else {
-                if let header = try encryptedHeader(path) {
-                    try policy.authorize(.read(reader: IdentityContext.effectiveFileIdentity), to: header.recordedOwner)
-                    throw ProtectionError.encryptionRequired(path: path)
-                }
-                let owner = try currentOwner(path: path, info: info, header: nil)
-                try policy.authorize(.read(reader: IdentityContext.effectiveFileIdentity), to: owner)
-                if let owner = owner.owner, requiresEncryption(owner) { throw ProtectionError.encryptionRequired(path: path) }
+            if let header = try encryptedHeader(path) {
+                try policy.authorize(.read(reader: IdentityContext.effectiveFileIdentity), to: header.recordedOwner)
+                throw ProtectionError.encryptionRequired(path: path)
             }
+            let owner = try currentOwner(path: path, info: info, header: nil)
+            try policy.authorize(.read(reader: IdentityContext.effectiveFileIdentity), to: owner)
+            if let owner = owner.owner, requiresEncryption(owner) { throw ProtectionError.encryptionRequired(path: path) }
         } catch {
             POSIX.closeFile(fd)
-            if created { _ = unlink(path) }
             throw error
         }
         return FileHandle(fileDescriptor: fd, closeOnDealloc: true)

@@ -17,8 +17,14 @@ extension FileProtectionManager {
     /// links are not followed, neither to files nor to directories, so nothing outside the roots is deleted.
     /// Directories owned by `identity` (``protectDirectory(atPath:owner:)``) lose their owner, so nothing created
     /// in them later is owned by the wiped account. An owner is the recorded owner, or for an encrypted file
-    /// without one, the owner in its header. Deletion goes on past a failure; the keys are destroyed in any
-    /// case.
+    /// without one, the owner in its header. Deletion goes on past a failure (a file it cannot remove, a
+    /// directory it cannot read); the keys are destroyed in any case, and the first failure is thrown at the
+    /// end: the call never returns while something it was asked to remove remains. The account then stays
+    /// in the wipe journal, so the next removal of it, or the next start, tries again.
+    ///
+    /// Open handles: every ``ProtectedFile`` of the account stops at the start of the removal (and any opened
+    /// while it runs, at its end): each later operation on it is refused with
+    /// ``ProtectionError/keyNotFound(identity:keyID:)`` (103), for good.
     ///
     /// Writers racing the wipe: the removal first waits for every creation for `identity` that had passed
     /// the access check (``ManagedIdentityPolicy/refusal(of:to:)``), then deletes. A policy that refuses
@@ -26,7 +32,7 @@ extension FileProtectionManager {
     /// makes sure that no file of it remains afterwards, whatever other threads kept doing.
     ///
     /// Crashes: the account is written to `wipes.journal` in the state directory before anything is deleted
-    /// and removed from it at the end, so a wipe cut short by a crash is finished by the next
+    /// and removed from it at the end (only when nothing remains), so a wipe cut short by a crash is finished by the next
     /// ``FileProtectionManager`` made on the same state directory, before its initializer returns.
     ///
     /// Access: deleting an account's files and keys is a modification of its data, asked of the policy

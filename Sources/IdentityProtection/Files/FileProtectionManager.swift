@@ -336,6 +336,8 @@ public final class FileProtectionManager: Sendable {
         if let real = POSIX.realPath(absolute) {
             resolved = real
         } else if (try? POSIX.lstatPath(absolute)) != nil {
+            // (`try?`: a path that cannot even be looked at is resolved through its directory below, and the
+            // operation on it then fails with the OS's own refusal; nothing is decided from this answer.)
             throw .fileNotFound(path: absolute)   // a dangling symbolic link
         } else if let parent = POSIX.realPath(Paths.parent(absolute)) {
             resolved = Paths.join(parent, Paths.lastComponent(absolute))

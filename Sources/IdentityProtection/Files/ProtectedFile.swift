@@ -30,6 +30,13 @@ import IdentityRuntime
 /// the owner's data, or may not modify it for a handle that writes (``ManagedIdentityPolicy/refusal(of:to:)``),
 /// before any byte is read.
 ///
+/// Nothing changes before everything is decided: an open that creates or truncates has the decision, the
+/// owner and the key before it touches the file, and builds the new (or emptied) file under a temporary name,
+/// owner record and header included, before it takes the path in one step (`rename(2)`, or `link(2)` for a
+/// new file). A refusal, a key store that does not answer in time, a cancelled `async` open or a crash leaves
+/// the file and its owner as they were. Truncation therefore replaces the file: other descriptors on the old
+/// one, and hard links to it, keep the old content.
+///
 /// Creating or truncating a file for another owner than the caller is refused, too, unless the caller may
 /// read that owner's data (for a handle that writes: modify it): the handle would read what the owner writes
 /// into the file later.
@@ -39,7 +46,11 @@ import IdentityRuntime
 /// whichever thread or task uses the handle. So a handle stops working (the policy's refusal:
 /// ``ProtectionError/accountBlocked(identity:reason:)`` (109) a blocked owner, ``ProtectionError/accessDenied(identity:reader:)`` (108) a blocked
 /// opener, ``ProtectionError/policyUnavailable(reason:)`` (115) the policy is not loaded) as soon as its owner or its opener is blocked, or the policy changes so
-/// that the access is no longer allowed; it works again when the refusal clears. A file's owner never changes
+/// that the access is no longer allowed; it works again when the refusal clears. A wipe is different: once the
+/// owner's keys are destroyed (``FileProtectionManager/removeFiles(ownedBy:)``, `PolicyManager.wipeData`,
+/// ``FileKeyStore/destroyKeys(for:)``), every operation but ``close()`` and ``offset`` is refused with
+/// ``ProtectionError/keyNotFound(identity:keyID:)`` (103), the handle drops its descriptor and key, and it
+/// never works again, whatever happens to the account afterwards. A file's owner never changes
 /// under an open handle: ``FileProtectionManager/protect(atPath:owner:)`` writes a file it gives to another
 /// owner anew.
 ///
@@ -68,6 +79,8 @@ public final class ProtectedFile: Sendable {
     public let path: String
     /// The file's owner (`nil`: none).
     public let owner: Identity?
+    /// ``owner`` as the file records it, with its isolation: what every later access is decided on.
+    private let recordedOwner: RecordedOwner
     /// Whether the content is stored encrypted.
     public let isEncrypted: Bool
     /// Whether the handle was opened for writing.
@@ -82,8 +95,10 @@ public final class ProtectedFile: Sendable {
     public let opener: Identity?
 
     private let policy: any ManagedIdentityPolicy
-    /// ``owner`` as the file records it, with its isolation: what every later access is decided on.
-    private let recordedOwner: RecordedOwner
+    /// Revoked when the owner's keys are destroyed (`nil`: no owner, nothing to wipe).
+    private let revocation: RevocationToken?
+    /// The key the content is encrypted with, named in the refusal of a handle whose keys were destroyed.
+    private let keyID: ProtectionKeyID?
 
     private struct State: Sendable {
         var fd: Int32?
@@ -113,6 +128,8 @@ public final class ProtectedFile: Sendable {
         self.isWritable = options.writes
         self.isReadable = options.contains(.read) || !options.writes
         self.appends = options.contains(.append)
+        self.revocation = opened.revocation
+        self.keyID = store?.header.keyID
         self.state = LockedValue(State(fd: opened.fd, store: store))
     }
 
@@ -211,6 +228,7 @@ public final class ProtectedFile: Sendable {
     /// - Throws: ``ProtectionError/fileClosed(path:)`` (111) closed.
     public func seek(to offset: UInt64) throws(ProtectionError) {
         try state.withLock { (state: inout State) throws(ProtectionError) in
+            try ensureKeysLive(&state)
             guard state.fd != nil else { throw .fileClosed(path: path) }
             state.offset = offset
         }
@@ -237,7 +255,7 @@ public final class ProtectedFile: Sendable {
     ///   policy's refusal of the modification.
     public func truncate(to length: UInt64) throws(ProtectionError) {
         try state.withLock { (state: inout State) throws(ProtectionError) in
-            let fd = try writableFD(state)
+            let fd = try writableFD(&state)
             if state.store != nil {
                 try state.store!.truncate(to: length)
             } else {
@@ -251,6 +269,7 @@ public final class ProtectedFile: Sendable {
     /// - Throws: ``ProtectionError/fileClosed(path:)`` (111) closed; ``ProtectionError/ioFailure(path:operation:errno:)`` (106) the OS failed.
     public func synchronize() throws(ProtectionError) {
         try state.withLock { (state: inout State) throws(ProtectionError) in
+            try ensureKeysLive(&state)
             guard let fd = state.fd else { throw .fileClosed(path: path) }
             try POSIX.fsyncFD(fd, path: path)
         }
@@ -274,7 +293,20 @@ public final class ProtectedFile: Sendable {
         try policy.authorize(writing ? .modify(writer: opener) : .read(reader: opener), to: recordedOwner)
     }
 
+    /// Refuses, from the moment the owner's keys were destroyed (a wipe), every operation on the handle, and
+    /// drops what it holds: the descriptor, the file key, the chunk it last decrypted.
+    /// - Throws: ``ProtectionError/keyNotFound(identity:keyID:)`` (103) once the keys are gone.
+    private func ensureKeysLive(_ state: inout State) throws(ProtectionError) {
+        guard let revocation, let owner, revocation.isRevoked else { return }
+        if let fd = state.fd { POSIX.closeFile(fd) }
+        state.fd = nil
+        state.store = nil
+        state.offset = 0
+        throw .keyNotFound(identity: owner, keyID: keyID)
+    }
+
     private func read(_ state: inout State, at offset: UInt64, count: Int) throws(ProtectionError) -> [UInt8] {
+        try ensureKeysLive(&state)
         guard let fd = state.fd else { throw .fileClosed(path: path) }
         guard isReadable else { throw .ioFailure(path: path, operation: "read (not opened for reading)", errno: EBADF) }
         try authorizeAgain(writing: false)
@@ -290,7 +322,7 @@ public final class ProtectedFile: Sendable {
     }
 
     private func write(_ state: inout State, _ bytes: UnsafeRawBufferPointer, at offset: UInt64) throws(ProtectionError) {
-        let fd = try writableFD(state)
+        let fd = try writableFD(&state)
         if state.store != nil { return try state.store!.write(bytes, at: offset) }
         let (end, overflow) = offset.addingReportingOverflow(UInt64(bytes.count))
         guard !overflow, end <= UInt64(Int64.max) else { throw .invalidOffset(path: path, offset: offset) }
@@ -298,13 +330,15 @@ public final class ProtectedFile: Sendable {
     }
 
     private func size(_ state: inout State) throws(ProtectionError) -> UInt64 {
+        try ensureKeysLive(&state)
         guard let fd = state.fd else { throw .fileClosed(path: path) }
         if let store = state.store { return store.length }
         return UInt64(try POSIX.fstatFD(fd, path: path).st_size)
     }
 
     /// The descriptor of a handle open for writing, once the policy allowed the write again.
-    private func writableFD(_ state: State) throws(ProtectionError) -> Int32 {
+    private func writableFD(_ state: inout State) throws(ProtectionError) -> Int32 {
+        try ensureKeysLive(&state)
         guard let fd = state.fd else { throw .fileClosed(path: path) }
         guard isWritable else { throw .ioFailure(path: path, operation: "write (not opened for writing)", errno: EBADF) }
         try authorizeAgain(writing: true)
@@ -317,12 +351,15 @@ public final class ProtectedFile: Sendable {
         let fd: Int32
         let store: EncryptedChunkStore?
         let opener: Identity?
+        let revocation: RevocationToken?
     }
 
     private static func open(
         manager: FileProtectionManager, path: String, options: FileOpenOptions, owner explicitOwner: Identity?,
         permissions: UInt16
     ) throws(ProtectionError) -> Opened {
+        // Noted before anything is looked at: a wipe of the owner from here on means no handle.
+        let since = KeyRevocations.shared.epoch(of: manager.keyStore)
         let writes = options.writes
         // Encrypted writes read the chunks they partly overwrite: a writing handle is always read-write.
         let flags = writes ? O_RDWR : O_RDONLY
@@ -333,6 +370,9 @@ public final class ProtectedFile: Sendable {
         let existing = try manager.destinationInfo(path)
         if let existing {
             guard POSIX.isRegular(existing) else { throw .fileNotFound(path: path) }
+            if options.contains(.create) && options.contains(.exclusive) {
+                throw .ioFailure(path: path, operation: "open", errno: EEXIST)
+            }
             if options.contains(.truncate) {
                 let owner = try manager.currentOwner(path: path, info: existing, header: try manager.encryptedHeader(path))
                 try manager.authorizeHandOver(of: owner, to: newOwner)
@@ -340,51 +380,74 @@ public final class ProtectedFile: Sendable {
         } else if !options.contains(.create) {
             throw .fileNotFound(path: path)
         }
-        let assignsOwner = existing == nil || options.contains(.truncate)
-        if assignsOwner {
-            // A handle on a file of another owner reads (or writes) that owner's data from then on.
-            let caller = IdentityContext.effectiveFileIdentity
-            try manager.policy.authorize(writes ? .modify(writer: caller) : .read(reader: caller), to: manager.policy.record(ofNewDataOwnedBy: newOwner))
+        guard existing == nil || options.contains(.truncate) else {
+            return try openExisting(manager: manager, path: path, flags: flags, options: options, permissions: permissions, writes: writes, since: since)
         }
-        return try manager.creating(for: assignsOwner ? newOwner : nil) { () throws(ProtectionError) -> Opened in
-            try openChecked(manager: manager, path: path, flags: flags, options: options, newOwner: newOwner, permissions: permissions, writes: writes)
+        // A handle on a file of another owner reads (or writes) that owner's data from then on.
+        let caller = IdentityContext.effectiveFileIdentity
+        let record = manager.policy.record(ofNewDataOwnedBy: newOwner)
+        try manager.policy.authorize(writes ? .modify(writer: caller) : .read(reader: caller), to: record)
+        return try manager.creating(for: newOwner) { () throws(ProtectionError) -> Opened in
+            // Everything the new file needs comes before anything changes: the key (a store that does not
+            // answer in time, or a cancelled asynchronous call, ends the open here, with the file as it was)
+            // and the header sealed with it.
+            var sealing: (key: ProtectionKey, header: EncryptedFileFormat.Header)?
+            if let newOwner, manager.requiresEncryption(newOwner) {
+                let key = try manager.keyStore.currentKey(for: newOwner)
+                sealing = (key, try EncryptedFileFormat.newHeader(owner: newOwner, key: key, chunkSize: manager.chunkSize))
+            }
+            // The new (or emptied) file is made whole under a temporary name, owner and header included, and
+            // takes the path in one step: a failure or a crash before that leaves the old file and its owner.
+            var store: EncryptedChunkStore?
+            let installed = try AtomicFile.install(
+                at: path, flags: flags, mode: existing.map { $0.st_mode & 0o7777 } ?? mode_t(permissions),
+                exactMode: existing != nil, replacing: existing != nil, owners: manager.owners
+            ) { (fd, temporaryPath) throws(ProtectionError) in
+                try manager.owners.setOwner(record, fd: fd, path: temporaryPath)
+                if let sealing {
+                    store = try EncryptedChunkStore(creating: fd, path: path, header: sealing.header, key: sealing.key)
+                }
+            }
+            guard let fd = installed else {
+                // A file appeared since it was looked at: open it as an existing file (its own checks), or
+                // refuse it for an exclusive creation.
+                if options.contains(.exclusive) { throw .ioFailure(path: path, operation: "open", errno: EEXIST) }
+                return try open(manager: manager, path: path, options: options.subtracting(.create), owner: explicitOwner, permissions: permissions)
+            }
+            do throws(ProtectionError) {
+                // The replaced file's index entry goes with it: its inode may be reused by a file nobody owns.
+                if let existing { try manager.owners.forget([existing]) }
+                let revocation = try newOwner.map { (owner) throws(ProtectionError) in
+                    try KeyRevocations.shared.token(for: owner, in: manager.keyStore, since: since)
+                }
+                return Opened(path: path, owner: record, fd: fd, store: store, opener: caller, revocation: revocation)
+            } catch {
+                // The owner was wiped meanwhile (the wipe, which waited for this creation, removes the file),
+                // or the index could not be written: no handle.
+                POSIX.closeFile(fd)
+                throw error
+            }
         }
     }
 
-    /// ``open(manager:path:options:owner:permissions:)`` once the checks that come before the file is touched
-    /// are done; reads are checked here, once the owner is known.
-    private static func openChecked(
-        manager: FileProtectionManager, path: String, flags: Int32, options: FileOpenOptions, newOwner: Identity?,
-        permissions: UInt16, writes: Bool
+    /// Opens an existing file without truncating it: nothing about it changes; reads and writes are checked
+    /// here, once the owner is known.
+    private static func openExisting(
+        manager: FileProtectionManager, path: String, flags: Int32, options: FileOpenOptions, permissions: UInt16,
+        writes: Bool, since: UInt64
     ) throws(ProtectionError) -> Opened {
-        var created = false
-        let fd: Int32
-        if options.contains(.create) {
-            do throws(ProtectionError) {
-                fd = try POSIX.openFile(path, flags | O_CREAT | O_EXCL, mode: mode_t(permissions))
-                created = true
-            } catch let .ioFailure(_, _, code) where code == EEXIST && !options.contains(.exclusive) {
-                fd = try POSIX.openFile(path, flags)
-            }
-        } else {
-            fd = try POSIX.openFile(path, flags)
-        }
+        let fd = try POSIX.openFile(path, flags)
         var closed = false
+        // The token of the owner's keys: refused when a wipe of the owner began since the open did (the file
+        // itself may already be gone from its directory, its key destroyed after it was fetched).
+        func revocation(_ owner: Identity?) throws(ProtectionError) -> RevocationToken? {
+            try owner.map { (owner) throws(ProtectionError) in
+                try KeyRevocations.shared.token(for: owner, in: manager.keyStore, since: since)
+            }
+        }
         do throws(ProtectionError) {
             let info = try POSIX.fstatFD(fd, path: path)
             guard POSIX.isRegular(info) else { throw ProtectionError.fileNotFound(path: path) }
-            if created || options.contains(.truncate) {
-                if !created { try POSIX.truncateFD(fd, to: 0, path: path) }
-                let record = manager.policy.record(ofNewDataOwnedBy: newOwner)
-                try manager.owners.setOwner(record, fd: fd, path: path)
-                guard let newOwner, manager.requiresEncryption(newOwner) else {
-                    return Opened(path: path, owner: record, fd: fd, store: nil, opener: IdentityContext.effectiveFileIdentity)
-                }
-                let key = try manager.keyStore.currentKey(for: newOwner)
-                let header = try EncryptedFileFormat.newHeader(owner: newOwner, key: key, chunkSize: manager.chunkSize)
-                let store = try EncryptedChunkStore(creating: fd, path: path, header: header, key: key)
-                return Opened(path: path, owner: RecordedOwner(newOwner, isolated: true), fd: fd, store: store, opener: IdentityContext.effectiveFileIdentity)
-            }
             let caller = IdentityContext.effectiveFileIdentity
             // A writing handle modifies the owner's data; a reading one hands out its plaintext.
             let access: ProtectedDataAccess = writes ? .modify(writer: caller) : .read(reader: caller)
@@ -400,22 +463,21 @@ public final class ProtectedFile: Sendable {
                     return try open(manager: manager, path: path, options: options.subtracting([.create, .truncate, .exclusive]), owner: nil, permissions: permissions)
                 }
                 let store = try EncryptedChunkStore(opening: fd, path: path, header: header, key: key, writable: writes)
-                return Opened(path: path, owner: header.recordedOwner, fd: fd, store: store, opener: caller)
+                return Opened(path: path, owner: header.recordedOwner, fd: fd, store: store, opener: caller, revocation: try revocation(header.owner))
             }
-            let owner = try manager.currentOwner(path: path, info: info, header: nil)
-            try manager.policy.authorize(access, to: owner)
-            if writes, let owner = owner.owner, manager.requiresEncryption(owner) {
+            let recorded = try manager.currentOwner(path: path, info: info, header: nil)
+            try manager.policy.authorize(access, to: recorded)
+            let owner = recorded.owner
+            if writes, let owner, manager.requiresEncryption(owner) {
                 // Never a plaintext handle that writes a file that must be encrypted: encrypt it first.
                 POSIX.closeFile(fd)
                 closed = true
                 try manager.encryptFile(atPath: path, owner: owner)
                 return try open(manager: manager, path: path, options: options.subtracting([.create, .truncate, .exclusive]), owner: nil, permissions: permissions)
             }
-            return Opened(path: path, owner: owner, fd: fd, store: nil, opener: caller)
+            return Opened(path: path, owner: recorded, fd: fd, store: nil, opener: caller, revocation: try revocation(owner))
         } catch {
-            if created && !closed { manager.owners.forgetRemoved(fd: fd, path: path) }
             if !closed { POSIX.closeFile(fd) }
-            if created { _ = unlink(path) }
             throw error
         }
     }

@@ -26,6 +26,20 @@ package final class ProtectedRoots: Sendable {
     let journal: WipeJournal
     let creations = CreationTracker()
     private let registeredRoots: LockedValue<[String]>
+    /// Tests only: a failure to report instead of listing a directory (`"list"`) or removing a file
+    /// (`"unlink"`) at a path. Running as root, a test cannot make the file system refuse, so it makes the walk
+    /// meet the refusal here.
+    private let faults = LockedValue<(@Sendable (_ operation: String, _ path: String) -> ProtectionError?)?>(nil)
+
+    /// Tests only: from now on `fault` may fail a wipe's directory listing (`"list"`) or file removal
+    /// (`"unlink"`) at a path (`nil` from it: no fault); `nil` ends it.
+    package func injectFaults(_ fault: (@Sendable (_ operation: String, _ path: String) -> ProtectionError?)?) {
+        faults.withLock { $0 = fault }
+    }
+
+    private func fault(_ operation: String, _ path: String) throws(ProtectionError) {
+        if let error = faults.withLock({ $0 })?(operation, path) { throw error }
+    }
 
     /// Roots over `stateDirectory` (a real path, made private by the caller), finishing a wipe a crash cut
     /// short there before it returns.
@@ -57,11 +71,21 @@ extension ProtectedRoots {
     /// policy's own wipe (`PolicyManager`, which decided it and has blocked the accounts) and for finishing a
     /// wipe that a crash interrupted (it was allowed when it started).
     package func removeFilesAsPolicy(ownedByAnyOf accounts: Set<Identity>) throws(ProtectionError) -> [Identity: [String]] {
-        guard var wipe = try startWipe(of: accounts) else { return [:] }
+        let outcome = try wipeAsPolicy(ownedByAnyOf: accounts)
+        if let error = outcome.error { throw error }
+        return outcome.removed
+    }
+
+    /// ``removeFilesAsPolicy(ownedByAnyOf:)`` with everything it could not remove reported rather than
+    /// thrown.
+    /// - Throws: only when the wipe could not start (its journal could not be written): then nothing was
+    ///   removed.
+    package func wipeAsPolicy(ownedByAnyOf accounts: Set<Identity>) throws(ProtectionError) -> FileWipeOutcome {
+        guard var wipe = try startWipe(of: accounts) else { return FileWipeOutcome() }
         for account in wipe.accounts {
             do throws(ProtectionError) { try keyStore.destroyKeys(for: account) } catch { wipe.note(error) }
         }
-        return try finishWipe(wipe)
+        return finishWipe(wipe)
     }
 
     /// `removeFilesAsPolicy(ownedByAnyOf:)` with the keys destroyed through the key store's asynchronous
@@ -80,17 +104,27 @@ extension ProtectedRoots {
         for account in wipe.accounts {
             do throws(ProtectionError) { try await keyStore.destroyKeys(for: account, deadline: deadline) } catch { wipe.note(error) }
         }
-        return try finishWipe(wipe)
+        let outcome = finishWipe(wipe)
+        if let error = outcome.error { throw error }
+        return outcome.removed
     }
 
-    /// A wipe between its file part and its end: the accounts (sorted), what was removed, the first failure.
+    /// A wipe between its file part and its end: the accounts (sorted), what was removed, what was not.
     struct WipeRun: Sendable {
         var accounts: [Identity]
         var removed: [Identity: [String]] = [:]
+        var leftovers: [WipeLeftover] = []
         var firstError: ProtectionError?
 
+        /// A failure that left nothing at a known path (a key store that did not destroy the keys).
         mutating func note(_ error: ProtectionError) {
             if firstError == nil { firstError = error }
+        }
+
+        /// Something at `path` the wipe could not remove or could not look into; `owner` when known.
+        mutating func note(_ error: ProtectionError, at path: String, owner: Identity? = nil) {
+            note(error)
+            leftovers.append(WipeLeftover(path: path, owner: owner, error: error))
         }
     }
 
@@ -99,6 +133,9 @@ extension ProtectedRoots {
     private func startWipe(of accounts: Set<Identity>) throws(ProtectionError) -> WipeRun? {
         let accounts = accounts.filter { !$0.isUnmanaged }
         guard !accounts.isEmpty else { return nil }
+        // Open handles on the accounts' data stop now, before a file or a key goes (and again at the end, for
+        // handles opened meanwhile).
+        for account in accounts { KeyRevocations.shared.revoke(account, in: keyStore) }
         try journal.add(accounts)
         creations.waitUntilIdle(accounts)
         var wipe = WipeRun(accounts: accounts.sorted { $0.foldedName < $1.foldedName })
@@ -108,25 +145,30 @@ extension ProtectedRoots {
                 guard let owner = try owners.owner(path: path, info: info), accounts.contains(owner) else { return }
                 try owners.setOwner(.unowned, path: path)
             } catch {
+                // An owner record that does not name an account is no owner of these accounts.
                 if case .invalidIdentity = error { return }
-                wipe.note(error)
+                wipe.note(error, at: path)
             }
         }) { path, info in
+            var owner: Identity?
             do throws(ProtectionError) {
-                guard let owner = try owner(forWipeOf: path, info: info), accounts.contains(owner) else { return }
+                owner = try self.owner(forWipeOf: path, info: info)
+                guard let owner, accounts.contains(owner) else { return }
+                try fault("unlink", path)
                 try POSIX.unlinkPath(path)
                 wipe.removed[owner, default: []].append(path)
                 forgotten.append(info)
             } catch {
+                // Gone since the directory was read: nothing of it remains.
                 if case .fileNotFound = error { return }
-                wipe.note(error)
+                wipe.note(error, at: path, owner: owner)
             }
-        } onError: { error in
-            wipe.note(error)
+        } onError: { path, error in
+            wipe.note(error, at: path)
         }
         for directory in Set(wipe.removed.values.joined().map(Paths.parent)) {
             do throws(ProtectionError) { try POSIX.fsyncDirectory(directory) } catch {
-                wipe.note(error)
+                wipe.note(error, at: directory)
             }
         }
         do throws(ProtectionError) { try owners.forget(forgotten) } catch {
@@ -135,32 +177,47 @@ extension ProtectedRoots {
         return wipe
     }
 
-    /// The end of a wipe, once the keys are destroyed: the journal entry goes, the first failure is thrown.
-    private func finishWipe(_ wipe: WipeRun) throws(ProtectionError) -> [Identity: [String]] {
+    /// The end of a wipe, once the keys are destroyed: handles opened meanwhile stop too, and the journal
+    /// entry goes, unless something remains (a file it could not remove, a directory it could not read, keys
+    /// not destroyed): then the accounts stay in the journal, and the next wipe of them, or the next start,
+    /// tries again.
+    private func finishWipe(_ wipe: WipeRun) -> FileWipeOutcome {
         var wipe = wipe
-        // The attempt is over; a failure is the caller's to report, not the next start's to repeat.
-        do throws(ProtectionError) { try journal.remove(Set(wipe.accounts)) } catch { wipe.note(error) }
-        if let firstError = wipe.firstError { throw firstError }
-        return wipe.removed.mapValues { $0.sorted() }
+        for account in wipe.accounts { KeyRevocations.shared.revoke(account, in: keyStore) }
+        if wipe.firstError == nil {
+            do throws(ProtectionError) { try journal.remove(Set(wipe.accounts)) } catch { wipe.note(error) }
+        }
+        return FileWipeOutcome(
+            removed: wipe.removed.mapValues { $0.sorted() },
+            leftovers: wipe.leftovers.sorted { $0.path < $1.path }, error: wipe.firstError)
     }
 
     /// Every owner of a regular file under the protected roots (symbolic links are not followed).
     /// - Throws: the first failure to read a directory or an owner.
     package func ownersUnderRoots() throws(ProtectionError) -> Set<Identity> {
+        let (found, unreadable) = ownersUnderRootsReporting()
+        if let first = unreadable.first { throw first.error }
+        return found
+    }
+
+    /// Every owner of a regular file under the protected roots that could be read, and every entry that
+    /// could not be (a directory it could not list, a file whose owner it could not read): the walk goes on
+    /// past each.
+    package func ownersUnderRootsReporting() -> (owners: Set<Identity>, unreadable: [WipeLeftover]) {
         var found = Set<Identity>()
-        var firstError: ProtectionError?
+        var unreadable: [WipeLeftover] = []
         walkRoots { path, info in
             do throws(ProtectionError) {
                 if let owner = try owner(forWipeOf: path, info: info) { found.insert(owner) }
             } catch {
+                // Gone since the directory was read: it has no owner any more.
                 if case .fileNotFound = error { return }
-                if firstError == nil { firstError = error }
+                unreadable.append(WipeLeftover(path: path, owner: nil, error: error))
             }
-        } onError: { error in
-            if firstError == nil { firstError = error }
+        } onError: { path, error in
+            unreadable.append(WipeLeftover(path: path, owner: nil, error: error))
         }
-        if let firstError { throw firstError }
-        return found
+        return (found, unreadable)
     }
 
     /// Deletes the temporary files (`.NAME.idp-RANDOM.tmp`) that atomic writes of a killed process left under
@@ -193,13 +250,15 @@ extension ProtectedRoots {
                 guard flock(fd, LOCK_EX | LOCK_NB) == 0 else { return }
                 try POSIX.unlinkPath(path)
                 removed.append(path)
-                forgotten.append(info)
+                // A temporary name that is also another name of its file (a new file placed by `link(2)`
+                // whose temporary name a crash left): the file lives on, and so does its owner record.
+                if info.st_nlink <= 1 { forgotten.append(info) }
             } catch {
                 if case .fileNotFound = error { return }
                 if firstError == nil { firstError = error }
             }
         }
-        walkRoots(sweep) { error in
+        walkRoots(sweep) { _, error in
             if firstError == nil { firstError = error }
         }
         do throws(ProtectionError) {
@@ -225,7 +284,7 @@ extension ProtectedRoots {
 
     private func walkRoots(
         directory visitDirectory: (String, stat) -> Void = { _, _ in },
-        _ visit: (String, stat) -> Void, onError: (ProtectionError) -> Void
+        _ visit: (String, stat) -> Void, onError: (_ path: String, _ error: ProtectionError) -> Void
     ) {
         var visited = Set<String>()
         for root in roots {
@@ -243,6 +302,8 @@ extension ProtectedRoots {
             return try EncryptedFileFormat.header(atPath: path)?.owner
         } catch {
             if case .ioFailure = error { throw error }
+            // A header that does not parse names no owner and no key: nothing reads its content, and the
+            // owner's keys are destroyed by the wipe either way. A file that cannot be read is reported above.
             return nil
         }
     }
@@ -251,7 +312,7 @@ extension ProtectedRoots {
     /// not following symbolic links, not entering the state directory.
     private func walk(
         _ directory: String, visited: inout Set<String>, directory visitDirectory: (String, stat) -> Void,
-        _ visit: (String, stat) -> Void, onError: (ProtectionError) -> Void
+        _ visit: (String, stat) -> Void, onError: (_ path: String, _ error: ProtectionError) -> Void
     ) {
         guard !visited.contains(directory), directory != stateDirectory else { return }
         visited.insert(directory)
@@ -259,9 +320,10 @@ extension ProtectedRoots {
         do throws(ProtectionError) {
             guard let info = try POSIX.lstatPath(directory), POSIX.isDirectory(info) else { return }
             visitDirectory(directory, info)
+            try fault("list", directory)
             names = try POSIX.directoryEntries(directory)
         } catch {
-            return onError(error)
+            return onError(directory, error)
         }
         for name in names.sorted() {
             let path = Paths.join(directory, name)
@@ -273,7 +335,7 @@ extension ProtectedRoots {
                     visit(path, info)
                 }
             } catch {
-                onError(error)
+                onError(path, error)
             }
         }
     }

@@ -122,6 +122,8 @@ public final class FileKeyStore: KeyStore {
 
     public func destroyKeys(for identity: Identity) throws(ProtectionError) {
         if identity.isUnmanaged { return }
+        // Handles opened with these keys stop before the keys go (see `ProtectedFile`).
+        KeyRevocations.shared.revoke(identity, in: self)
         try cache.withLock { (cache: inout Cache) throws(ProtectionError) in
             let file = try fileName(for: identity, in: &cache)
             cache.setRing(nil, for: file, of: identity)
