@@ -240,7 +240,7 @@ public enum IsolationStress {
                 + "\(unreportedLeftovers) unreported wipe leftovers, \(brokenPolicyAllowances) operations allowed under a broken policy document")
             lines.append(contentsOf: violations.prefix(10).map { "  VIOLATION: \($0)" })
             if !violationKinds.isEmpty { lines.append("violations by kind:") }
-            lines.append(contentsOf: violationKinds.prefix(25).map { "  \($0.count) × \($0.kind)" })
+            lines.append(contentsOf: violationKinds.prefix(60).map { "  \($0.count) × \($0.kind)" })
             return lines.joined(separator: "\n")
         }
     }

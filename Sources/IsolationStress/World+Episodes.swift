@@ -135,6 +135,8 @@ extension World {
         let ownedFiles = owned.filter { $0.kind == .file || $0.kind == .streamFile }
         // A handle that writes, opened by the owner, beside the program's reading handles.
         var writers: [(ProtectedFile, Identity, String)] = []
+        // A refused open (the owner blocked, its document broken) leaves the wipe without a writing handle: the
+        // reading handles and envelopes are still checked.
         if let item = ownedFiles.first, let owner = item.state.withLock({ $0.owner }) {
             let files = files
             if let file = try? IdentityContext.withThreadIdentity(owner, operation: { try files.openProtectedFile(atPath: item.path, options: [.read, .write]) }) {
