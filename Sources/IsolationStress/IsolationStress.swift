@@ -187,8 +187,9 @@ public enum IsolationStress {
         public var rows: [Row]
         /// The first violations, described.
         public var violations: [String]
-        /// Every violation by kind (its description without accounts, paths and numbers), most frequent first.
-        public var violationKinds: [(kind: String, count: Int)]
+        /// Every violation by kind (its description without accounts, paths and numbers), most frequent first,
+        /// with the first violation of the kind.
+        public var violationKinds: [(kind: String, count: Int, example: String)]
         public var violationCount: Int
         /// Bytes of plaintext returned to a reader that may not see them.
         public var leakedBytes: Int
@@ -240,7 +241,10 @@ public enum IsolationStress {
                 + "\(unreportedLeftovers) unreported wipe leftovers, \(brokenPolicyAllowances) operations allowed under a broken policy document")
             lines.append(contentsOf: violations.prefix(10).map { "  VIOLATION: \($0)" })
             if !violationKinds.isEmpty { lines.append("violations by kind:") }
-            lines.append(contentsOf: violationKinds.prefix(60).map { "  \($0.count) × \($0.kind)" })
+            for kind in violationKinds.prefix(60) {
+                lines.append("  \(kind.count) × \(kind.kind)")
+                lines.append("      first: \(kind.example)")
+            }
             return lines.joined(separator: "\n")
         }
     }

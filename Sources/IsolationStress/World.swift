@@ -209,7 +209,7 @@ final class World: Sendable {
     let policyChanges = Atomic<Int>(0)
     let wipes = Atomic<Int>(0)
     let rows = LockedValue([IsolationStress.API: IsolationStress.Row]())
-    let violations = LockedValue<(count: Int, first: [String], kinds: [String: Int])>((0, [], [:]))
+    let violations = LockedValue<(count: Int, first: [String], kinds: [String: (count: Int, example: String)])>((0, [], [:]))
 
     /// A violation with its accounts, paths and numbers taken out: what kind of violation it is.
     static func kind(of violation: String) -> String {
@@ -444,7 +444,7 @@ final class World: Sendable {
             violations.withLock { state in
                 state.count += 1
                 if state.first.count < 20 { state.first.append(violation) }
-                state.kinds[kind, default: 0] += 1
+                state.kinds[kind, default: (0, violation)].count += 1
             }
         }
     }
@@ -453,7 +453,8 @@ final class World: Sendable {
         let rows = rows.withLock { rows in IsolationStress.API.allCases.map { rows[$0] ?? IsolationStress.Row(api: $0) } }
         let (count, first, kinds) = violations.withLock { ($0.count, $0.first, $0.kinds) }
         return IsolationStress.Report(
-            rows: rows, violations: first, violationKinds: kinds.sorted { ($1.value, $0.key) < ($0.value, $1.key) }.map { ($0.key, $0.value) },
+            rows: rows, violations: first,
+            violationKinds: kinds.sorted { ($1.value.count, $0.key) < ($0.value.count, $1.key) }.map { ($0.key, $0.value.count, $0.value.example) },
             violationCount: count, leakedBytes: leaked.load(ordering: .relaxed),
             foreignModifications: foreignModifications.load(ordering: .relaxed), plaintextAtRest: plaintextAtRest.load(ordering: .relaxed),
             blockChanges: blocks.changes, lostData: lostData.load(ordering: .relaxed), withdrawnLeaks: withdrawnLeaks.load(ordering: .relaxed),
