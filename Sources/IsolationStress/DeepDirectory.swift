@@ -58,7 +58,8 @@ final class DeepDirectory: Sendable {
         return fstatat(deepest, name, &info, AT_SYMLINK_NOFOLLOW) == 0
     }
 
-    /// Removes the tree, through its descriptors, and closes them.
+    /// Removes the tree, through its descriptors, and closes them. Results are not checked: what cannot be
+    /// removed stays in the program's temporary directory, which decides nothing.
     func remove() {
         for name in moved.withLock({ $0 }) { unlinkat(deepest, name, 0) }
         for level in stride(from: names.count - 1, through: 0, by: -1) {
