@@ -22,6 +22,16 @@ import Synchronization
 /// refuse it, and plaintext at rest written by an implicit write (not `decryptFile`, which stores plaintext on
 /// request) for an account whose tenant requires encryption. An outcome during which a block of an account it
 /// involves changed is not judged (``Row/undecided``); the item it touched leaves the model.
+///
+/// Faults (``Options/faults``, one ``FaultClass`` each, switched on one by one): a key store that answers late
+/// or never, cancellation of `.async` calls at their suspension points, policy documents broken, deleted and
+/// restored, an entry under the root that no walk can read, and wipes of accounts and tenants while handles on
+/// their files are open. Their invariants, checked against the same model: a failed or cancelled operation
+/// changes no byte and no owner (``Report/lostData``); data created under management goes to its owner alone,
+/// even after its owner stops being managed (``Report/withdrawnLeaks``); nothing decrypts after its keys were
+/// destroyed (``Report/destroyedKeyPlaintext``); a wipe removes everything or reports what remains
+/// (``Report/unreportedLeftovers``); a broken policy document refuses its accounts' data with 115
+/// (``Report/brokenPolicyAllowances``).
 public enum IsolationStress {
     public struct Options: Sendable {
         public var seed: UInt64 = 1
@@ -38,8 +48,53 @@ public enum IsolationStress {
         public var dataIsolation = true
         /// A gate removed on purpose (self-check): the program must then report violations.
         public var fault: Fault = .none
+        /// The fault classes injected while the program runs (none: the run of operations that finish).
+        public var faults: Set<FaultClass> = []
 
         public init() {}
+    }
+
+    /// A class of faults injected into the run, each with the invariants it checks.
+    public enum FaultClass: String, CaseIterable, Sendable, Comparable {
+        /// The key store (a remote store's double over the file store) answers some fetches late, within its
+        /// timeout, and some never: the operation is refused with `keyStoreUnavailable` (113) and must leave
+        /// the file and its owner record as they were.
+        case slowKeyStore = "slow-key-store"
+        /// Operations go through the `.async` API, and some are cancelled after a random delay while they await
+        /// the key store (which answers after a short latency): as for the slow store, nothing may change.
+        case cancellation
+        /// Tenants' policy documents are broken (bad JSON, a wrong type, an unknown key, an unsupported
+        /// version), deleted and restored while the program runs: a document broken from its first read
+        /// refuses its accounts (115); a deleted one leaves the data created under it to its owners alone.
+        case brokenPolicies = "broken-policies"
+        /// A directory under the root that no walk can read (its path is longer than `PATH_MAX`: a real
+        /// `ENAMETOOLONG`, which stops root as it stops anyone), with files of accounts moved into it: a wipe
+        /// must report what it could not remove, and a tenant wipe must still reach every other owner.
+        case unwalkableEntries = "unwalkable-entries"
+        /// Wipes of accounts (`PolicyManager.wipeData(forAccount:)`) and tenants (`wipeData(forTenant:)`)
+        /// while `ProtectedFile` handles on their files are open, and accounts of the tenant the manager does
+        /// not know: afterwards no handle, envelope or stream of theirs gives plaintext (their keys are
+        /// destroyed), even once the accounts are unblocked, and no file of theirs remains unreported.
+        case wipes
+
+        public static func < (lhs: FaultClass, rhs: FaultClass) -> Bool {
+            allCases.firstIndex(of: lhs)! < allCases.firstIndex(of: rhs)!
+        }
+
+        /// The classes named in `list` (comma-separated raw values, `all`, or `none`); `nil` for an unknown name.
+        public static func parse(_ list: String) -> Set<FaultClass>? {
+            var classes: Set<FaultClass> = []
+            for name in list.split(separator: ",").map({ $0.trimmingCharacters(in: .whitespaces) }) {
+                switch name {
+                case "all": classes.formUnion(allCases)
+                case "none": continue
+                default:
+                    guard let value = FaultClass(rawValue: name) else { return nil }
+                    classes.insert(value)
+                }
+            }
+            return classes
+        }
     }
 
     /// A check the protection managers skip on purpose, to prove that the program catches a missing gate.
@@ -51,6 +106,33 @@ public enum IsolationStress {
         case noReadCheck = "no-read-check"
         /// Transfers (re-owning) are never refused.
         case noTransferCheck = "no-transfer-check"
+        /// A truncating open empties its file before it has the key (the defect of a runtime that changes a
+        /// byte before everything is decided): a refused, timed-out or cancelled one loses the file's bytes.
+        /// Caught by ``Report/lostData`` (with ``FaultClass/slowKeyStore``).
+        case truncateBeforeKey = "truncate-before-key"
+        /// The policy forgets the recorded isolation of data whose owner's document was deleted (it answers as
+        /// for unmanaged data). Caught by ``Report/withdrawnLeaks`` (with ``FaultClass/brokenPolicies``).
+        case forgetRecordedIsolation = "forget-recorded-isolation"
+        /// The key store keeps the keys a wipe destroys. Caught by ``Report/destroyedKeyPlaintext`` (with
+        /// ``FaultClass/wipes``).
+        case keepDestroyedKeys = "keep-destroyed-keys"
+        /// Wipe reports say nothing of what a wipe could not remove. Caught by ``Report/unreportedLeftovers``
+        /// (with ``FaultClass/wipes`` and ``FaultClass/unwalkableEntries``).
+        case hideWipeLeftovers = "hide-wipe-leftovers"
+        /// The policy answers for an account whose document is broken as for an unmanaged one (no 115). Caught
+        /// by ``Report/brokenPolicyAllowances`` (with ``FaultClass/brokenPolicies``).
+        case ignoreBrokenPolicy = "ignore-broken-policy"
+
+        /// The fault classes that must run for this self-check to have something to catch.
+        public var needs: Set<FaultClass> {
+            switch self {
+            case .none, .noModifyCheck, .noReadCheck, .noTransferCheck: []
+            case .truncateBeforeKey: [.slowKeyStore]
+            case .forgetRecordedIsolation, .ignoreBrokenPolicy: [.brokenPolicies]
+            case .keepDestroyedKeys: [.wipes]
+            case .hideWipeLeftovers: [.wipes, .unwalkableEntries]
+            }
+        }
     }
 
     /// The APIs exercised, one row each in the report.
@@ -77,6 +159,16 @@ public enum IsolationStress {
         case modifyFile
         /// Streamed protect (in tasks), then streamed unprotect of pieces split at random, empty ones included.
         case protectStream, unprotectStream
+        /// Fault episodes (``FaultClass/brokenPolicies``): a document broken, deleted, restored or fixed (allowed:
+        /// a good document in force afterwards; refused: not).
+        case policyChange
+        /// Fault episodes (``FaultClass/wipes``): files a wipe left (refused: reported; allowed: not reported).
+        case wipe
+        /// Reads and writes of wiped accounts' data after the wipe (handles, envelopes): refused, or a violation.
+        case wipedData
+
+        /// The rows only a fault class fills.
+        public static let faultRows: Set<API> = [.policyChange, .wipe, .wipedData]
     }
 
     public struct Row: Sendable {
@@ -86,6 +178,8 @@ public enum IsolationStress {
         public var refused = 0
         /// Outcomes not judged: a block of an account involved changed while the call ran.
         public var undecided = 0
+        /// Refused by the fault: the key store did not answer in time, or the call was cancelled (113).
+        public var interrupted = 0
         public var violations = 0
     }
 
@@ -93,6 +187,9 @@ public enum IsolationStress {
         public var rows: [Row]
         /// The first violations, described.
         public var violations: [String]
+        /// Every violation by kind (its description without accounts, paths and numbers), most frequent first,
+        /// with the first violation of the kind.
+        public var violationKinds: [(kind: String, count: Int, example: String)]
         public var violationCount: Int
         /// Bytes of plaintext returned to a reader that may not see them.
         public var leakedBytes: Int
@@ -102,14 +199,31 @@ public enum IsolationStress {
         public var plaintextAtRest: Int
         /// Accounts blocked or unblocked while the program ran.
         public var blockChanges: Int
+        /// Failed, timed-out or cancelled operations after which a file's bytes or its owner record had changed.
+        public var lostData: Int
+        /// Operations on data recorded as isolated, whose owner's document was deleted, allowed for another
+        /// account than its owner.
+        public var withdrawnLeaks: Int
+        /// Reads that gave plaintext of data whose keys a wipe had destroyed (open handles, envelopes, streams).
+        public var destroyedKeyPlaintext: Int
+        /// Files of wiped accounts left under the root that the wipe's report did not mention.
+        public var unreportedLeftovers: Int
+        /// Operations allowed on data of (or creations for) an account whose policy document is broken.
+        public var brokenPolicyAllowances: Int
+        /// Fault episodes: policy documents changed, wipes of accounts and of tenants.
+        public var policyChanges: Int
+        public var wipes: Int
         public var operations: Int
         public var seconds: Double
 
-        public var passed: Bool { violationCount == 0 && leakedBytes == 0 && foreignModifications == 0 && plaintextAtRest == 0 }
+        public var passed: Bool {
+            violationCount == 0 && leakedBytes == 0 && foreignModifications == 0 && plaintextAtRest == 0 && lostData == 0
+                && withdrawnLeaks == 0 && destroyedKeyPlaintext == 0 && unreportedLeftovers == 0 && brokenPolicyAllowances == 0
+        }
 
         /// The per-API table and a closing line, for printing.
         public var table: String {
-            var lines = ["api                       attempts   allowed   refused undecided  violations"]
+            var lines = ["api                       attempts   allowed   refused undecided interrupted  violations"]
             for row in rows {
                 func cell(_ value: Int, _ width: Int) -> String {
                     let text = "\(value)"
@@ -117,12 +231,20 @@ public enum IsolationStress {
                 }
                 lines.append(row.api.rawValue.padding(toLength: 22, withPad: " ", startingAt: 0)
                     + cell(row.attempts, 12) + cell(row.allowed, 10) + cell(row.refused, 10)
-                    + cell(row.undecided, 10) + cell(row.violations, 12))
+                    + cell(row.undecided, 10) + cell(row.interrupted, 12) + cell(row.violations, 12))
             }
-            lines.append("\(operations) operations and \(blockChanges) block changes in \(String(format: "%.1f", seconds)) s: \(violationCount) violations, "
+            lines.append("\(operations) operations, \(blockChanges) block changes, \(policyChanges) policy document changes and "
+                + "\(wipes) wipes in \(String(format: "%.1f", seconds)) s: \(violationCount) violations, "
                 + "\(leakedBytes) plaintext bytes leaked, \(foreignModifications) modifications of another account's data, "
-                + "\(plaintextAtRest) files in the clear that must be encrypted")
+                + "\(plaintextAtRest) files in the clear that must be encrypted, \(lostData) failed operations that changed data, "
+                + "\(withdrawnLeaks) withdrawn owners' isolated data given to others, \(destroyedKeyPlaintext) reads of destroyed keys' data, "
+                + "\(unreportedLeftovers) unreported wipe leftovers, \(brokenPolicyAllowances) operations allowed under a broken policy document")
             lines.append(contentsOf: violations.prefix(10).map { "  VIOLATION: \($0)" })
+            if !violationKinds.isEmpty { lines.append("violations by kind:") }
+            for kind in violationKinds.prefix(60) {
+                lines.append("  \(kind.count) × \(kind.kind)")
+                lines.append("      first: \(kind.example)")
+            }
             return lines.joined(separator: "\n")
         }
     }
@@ -141,11 +263,13 @@ public enum IsolationStress {
                 if worker < threads {
                     group.addTask {
                         await withCheckedContinuation { (done: CheckedContinuation<Void, Never>) in
-                            Thread {
+                            let thread = Thread {
                                 var random = SplitMix64(seed: seed)
                                 world.work(random: &random, budget: budget, deadline: deadline)
                                 done.resume()
-                            }.start()
+                            }
+                            thread.name = World.workerThreadName
+                            thread.start()
                         }
                     }
                 } else {

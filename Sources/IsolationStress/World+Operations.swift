@@ -11,11 +11,16 @@ extension World {
         return DispatchTime.now().uptimeNanoseconds < deadline
     }
 
-    /// A worker on a raw thread: every operation synchronous.
+    /// A worker on a raw thread: every operation synchronous (or, with the key-store faults, through the
+    /// `.async` API awaited from here); the fault episodes run from these workers.
     func work(random: inout SplitMix64, budget: Int?, deadline: UInt64) {
         var done = 0
         while keepGoing(done, budget: budget, deadline: deadline) {
-            step(&random)
+            if !episodeIfDue(&random) {
+                gate.enter()
+                step(&random)
+                gate.leave()
+            }
             done += 1
         }
     }
@@ -24,6 +29,8 @@ extension World {
     func workInTasks(random: inout SplitMix64, budget: Int?, deadline: UInt64) async {
         var done = 0
         while keepGoing(done, budget: budget, deadline: deadline) {
+            await gate.enter()
+            defer { gate.leave() }
             switch Int.random(in: 0..<8, using: &random) {
             case 0, 1:
                 operations.add(1, ordering: .relaxed)
@@ -47,6 +54,7 @@ extension World {
     }
 
     func step(_ random: inout SplitMix64) {
+        removeEvicted()
         operations.add(1, ordering: .relaxed)
         let roll = Int.random(in: 0..<200, using: &random)
         switch roll {
@@ -74,9 +82,13 @@ extension World {
             let blocks = blocks.snapshot([source, target])
             let answer = manager.isDataTransferAllowed(from: source, to: target)
             let expected = model.isTransferAllowed(from: source, to: target, blocks)
-            let what = "isDataTransferAllowed(from: \(show(source)), to: \(show(target))) = \(answer), expected \(expected)"
+            let what = "isDataTransferAllowed(from: \(show(source)), to: \(show(target))) = \(answer), expected \(expected.map { "\($0)" } ?? "either")"
             if !self.blocks.isUnchanged(since: blocks) { return tally(.isDataTransferAllowed, .undecided, violation: nil) }
-            tally(.isDataTransferAllowed, answer ? .allowed : .refused, violation: answer != expected ? what : nil)
+            let wrong = expected.map { $0 != answer } ?? false
+            let broken = wrong && answer && model.standing(source, blocks) == .unknown
+            if broken { brokenPolicyAllowances.add(1, ordering: .relaxed) }
+            tally(.isDataTransferAllowed, answer ? .allowed : .refused,
+                  violation: wrong ? what + (broken ? " (the source's policy document is broken)" : "") : nil)
         case 132..<144:
             guard let item = pick(&random, [.file]), let target = anyone(&random) else { return }
             reown(item, to: target)
@@ -107,6 +119,8 @@ extension World {
                 // Mostly the owner itself, else anyone: blocks of either then close the handle's access.
                 let opener = Int.random(in: 0..<2, using: &random) == 0 ? item.state.withLock { $0.owner } : anyone(&random)
                 holdHandle(item, by: opener)
+            } else if !shredded.withLock(\.isEmpty) && Int.random(in: 0..<4, using: &random) == 0 {
+                readShredded(&random)
             } else {
                 useHeldHandle(&random)
             }
@@ -120,27 +134,30 @@ extension World {
     func createEnvelope(by writer: Identity?, _ random: inout SplitMix64) {
         let plaintext = secret("envelope of \(show(writer))", &random)
         let blocks = blocks.snapshot([writer])
-        let result = attempt { try IdentityContext.withThreadIdentity(writer) { try data.protect(plaintext) } }
+        let (data, owner) = (data, writer ?? .unmanaged)
+        let result = call(writer) { try data.protect(plaintext) } async: { try await data.async.protect(plaintext) }
         let what = "protect as \(show(writer))"
-        guard case let .allowed(envelope?) = judge(.protect, what, refusals: model.create(for: writer ?? .unmanaged, blocks), blocks: blocks, result) else { return }
-        let owner = try? data.protectionInfo(envelope)?.owner
-        if owner != (writer ?? .unmanaged) { return tally(.protect, nil, violation: "\(what) gave owner \(show(owner))") }
-        add(Item(kind: .envelope, plaintext: plaintext, path: "", owner: owner, envelope: envelope))
+        guard case let .allowed(envelope?) = judge(.protect, what, refusals: model.create(for: owner, blocks), blocks: blocks, owner: owner, result.map { $0 })
+        else { return }
+        // No owner readable is a wrong owner, reported below.
+        let recorded = try? data.protectionInfo(envelope)?.owner
+        if recorded != owner { return tally(.protect, nil, violation: "\(what) gave owner \(show(recorded))") }
+        add(Item(kind: .envelope, plaintext: plaintext, path: "", owner: owner, envelope: envelope, isolated: isolation(after: false, owner: owner, blocks)))
     }
 
     func createFile(by writer: Identity?, _ random: inout SplitMix64) {
         let path = fresh("file")
         let plaintext = secret("file of \(show(writer))", &random)
         let blocks = blocks.snapshot([writer])
-        let result = attempt {
-            try IdentityContext.withThreadIdentity(writer) { try files.writeFile(atPath: path, contents: plaintext) }
-            return nil
+        let files = files
+        let result = call(writer) { try files.writeFile(atPath: path, contents: plaintext) } async: {
+            try await files.async.writeFile(atPath: path, contents: plaintext)
         }
-        switch judge(.writeFile, "writeFile as \(show(writer))", refusals: model.create(for: writer, blocks), blocks: blocks, result) {
+        switch judge(.writeFile, "writeFile as \(show(writer))", refusals: model.create(for: writer, blocks), blocks: blocks, owner: writer, result.withoutData) {
         case .allowed:
             checkAtRest(path, owner: writer, plaintext: plaintext, api: .writeFile)
-            add(Item(kind: .file, plaintext: plaintext, path: path, owner: writer, envelope: Data()))
-        case .refused, .violated:
+            add(Item(kind: .file, plaintext: plaintext, path: path, owner: writer, envelope: Data(), isolated: isolation(after: false, owner: writer, blocks)))
+        case .refused, .violated, .interrupted:
             if FileManager.default.fileExists(atPath: path) && result.isFailure {
                 tally(.writeFile, nil, violation: "a refused writeFile as \(show(writer)) left \(path) behind")
             }
@@ -165,15 +182,19 @@ extension World {
             result = .failure(error)
         }
         let refusals = model.create(for: writer ?? .unmanaged, blocks)
-        guard case let .allowed(sealed?) = judge(.protectStream, "protect of a stream as \(show(writer))", refusals: refusals, blocks: blocks, result) else { return }
-        add(Item(kind: .stream, plaintext: plaintext, path: "", owner: writer ?? .unmanaged, envelope: sealed))
+        guard case let .allowed(sealed?) = judge(.protectStream, "protect of a stream as \(show(writer))", refusals: refusals, blocks: blocks,
+                                                 owner: writer ?? .unmanaged, result) else { return }
+        add(Item(kind: .stream, plaintext: plaintext, path: "", owner: writer ?? .unmanaged, envelope: sealed,
+                 isolated: isolation(after: false, owner: writer ?? .unmanaged, blocks)))
     }
 
     // MARK: Reading
 
     /// Unprotects a stream as `reader`, split at random (empty pieces first and in between), against the model.
     func readStream(_ item: Item, by reader: Identity?, _ random: inout SplitMix64) async {
-        let (owner, envelope, plaintext) = item.state.withLock { ($0.owner, $0.envelope, $0.plaintext) }
+        let (owner, envelope, plaintext, isolated, retired) = item.state.withLock { ($0.owner, $0.envelope, $0.plaintext, $0.isolated, $0.retired) }
+        // A stream of a wiped account: its key is gone, on purpose.
+        guard !retired else { return }
         let pieces = [[]] + Self.split(Array(envelope), &random)
         let blocks = blocks.snapshot([owner, reader])
         let result: Result<Data?, any Error>
@@ -183,8 +204,9 @@ extension World {
             result = .failure(error)
         }
         let what = "unprotectStream of \(show(owner))'s data by \(show(reader))"
-        let refusals = model.read(owner: owner, by: reader, blocks)
-        if case let .allowed(bytes) = judge(.unprotectStream, what, refusals: refusals, blocks: blocks, secret: plaintext.prefix(24), result), bytes != plaintext {
+        let refusals = model.read(owner: owner, by: reader, isolated: isolated, blocks)
+        if case let .allowed(bytes) = judge(.unprotectStream, what, refusals: refusals, blocks: blocks, secret: plaintext.prefix(24), owner: owner,
+                                            isolated: isolated, result), bytes != plaintext {
             tally(.unprotectStream, nil, violation: "\(what) gave other bytes")
         }
     }
@@ -214,27 +236,44 @@ extension World {
             guard !state.retired else { return }
             let plaintext = state.plaintext
             let blocks = blocks.snapshot([state.owner, reader])
-            let envelope = state.envelope
-            let result = attempt { () throws -> Data? in
+            let (envelope, path, data, files) = (state.envelope, item.path, data, files)
+            let copy = fresh("copy")
+            // The copy exists only when the read was allowed; removed either way.
+            defer { try? FileManager.default.removeItem(atPath: copy) }
+            let result: Result<Data?, any Error> = call(reader) { () throws -> Data? in
                 switch api {
                 case .unprotect, .unprotectInTask:
                     return try data.unprotect(envelope)
                 case .readFile, .readFileThroughQueue:
-                    return try files.readFile(atPath: item.path)
+                    return try files.readFile(atPath: path)
                 case .decryptFileToCopy:
-                    let copy = fresh("copy")
-                    defer { try? FileManager.default.removeItem(atPath: copy) }
-                    try files.decryptFile(atPath: item.path, toPath: copy)
+                    try files.decryptFile(atPath: path, toPath: copy)
                     return FileManager.default.contents(atPath: copy)
                 default:
-                    let file = try files.openProtectedFile(atPath: item.path, options: [.read])
+                    let file = try files.openProtectedFile(atPath: path, options: [.read])
+                    // A read-only handle has nothing to write back: closing it cannot lose data.
+                    defer { try? file.close() }
+                    return Data(try file.readToEnd())
+                }
+            } async: { () async throws -> Data? in
+                switch api {
+                case .unprotect, .unprotectInTask:
+                    return try await data.async.unprotect(envelope)
+                case .readFile, .readFileThroughQueue:
+                    return try await files.async.readFile(atPath: path)
+                case .decryptFileToCopy:
+                    try await files.async.decryptFile(atPath: path, toPath: copy)
+                    return FileManager.default.contents(atPath: copy)
+                default:
+                    let file = try await files.async.openProtectedFile(atPath: path, options: [.read])
                     defer { try? file.close() }
                     return Data(try file.readToEnd())
                 }
             }
             let what = "\(api.rawValue) of \(show(state.owner))'s data by \(show(reader))"
-            let refusals = model.read(owner: state.owner, by: reader, blocks)
-            if case let .allowed(bytes) = judge(api, what, refusals: refusals, blocks: blocks, secret: plaintext, result), bytes != plaintext {
+            let refusals = model.read(owner: state.owner, by: reader, isolated: state.isolated, blocks)
+            if case let .allowed(bytes) = judge(api, what, refusals: refusals, blocks: blocks, secret: plaintext, owner: state.owner,
+                                                isolated: state.isolated, result), bytes != plaintext {
                 tally(api, nil, violation: "\(what) gave other bytes")
             }
         }
@@ -282,7 +321,7 @@ extension World {
             } catch {
                 return   // the open itself is judged by the openProtectedFile reads
             }
-            let handle = HeldHandle(file: file, opener: opener, owner: state.owner, plaintext: state.plaintext)
+            let handle = HeldHandle(file: file, opener: opener, owner: state.owner, plaintext: state.plaintext, isolated: state.isolated)
             let evicted = handles.withLock { handles -> HeldHandle? in
                 handles.append(handle)
                 return handles.count > 16 ? handles.removeFirst() : nil
@@ -299,23 +338,25 @@ extension World {
         guard let handle = picked else { return }
         let blocks = blocks.snapshot([handle.owner, handle.opener])
         let result = attempt { try IdentityContext.withThreadIdentity(caller) { Data(try handle.file.read(at: 0, upToCount: 1 << 16)) } }
-        let refusals = model.read(owner: handle.owner, by: handle.opener, blocks)
+        let what = "a read through \(show(handle.opener))'s handle on \(show(handle.owner))'s file, from \(show(caller))"
+        if handle.shredded { return checkShredded(handle, result, what: what) }
+        let refusals = model.read(owner: handle.owner, by: handle.opener, isolated: handle.isolated, blocks)
         if case let .failure(error as ProtectionError) = result {
             // Closed by an eviction meanwhile; or, past the gate, chunks rewritten or cut under this reading
             // handle by a writer on another handle (a typed error, never wrong bytes: Sources/IdentityProtection/IdentityProtection.docc/DataAndFileProtection.md).
             if error.code == 111 { return }
-            if [100, 102].contains(error.code) && refusals.isEmpty && self.blocks.isUnchanged(since: blocks) {
+            if [100, 102].contains(error.code) && refusals.isAllowed && self.blocks.isUnchanged(since: blocks) {
                 return tally(.heldHandle, .allowed, violation: nil)
             }
         }
-        let what = "a read through \(show(handle.opener))'s handle on \(show(handle.owner))'s file, from \(show(caller))"
-        _ = judge(.heldHandle, what, refusals: refusals, blocks: blocks, secret: handle.plaintext.prefix(24), result)
+        _ = judge(.heldHandle, what, refusals: refusals, blocks: blocks, secret: handle.plaintext.prefix(24), owner: handle.owner,
+                  isolated: handle.isolated, result)
     }
 
     // MARK: Modifying
 
     /// `caller` changes the file `item` one of three ways, checked against the model; a refused change must
-    /// leave the file's bytes as they were.
+    /// leave the file's bytes as they were, and an interrupted one (113) its bytes and its owner.
     func modify(_ item: Item, by caller: Identity?, _ random: inout SplitMix64) {
         let replacement = secret("change by \(show(caller))", &random)
         let way = Int.random(in: 0..<3, using: &random)
@@ -323,6 +364,7 @@ extension World {
         item.state.withLock { state in
             guard !state.retired else { return }
             let before = FileManager.default.contents(atPath: item.path)
+            let intact = storeFaults ? snapshot(item.path) : nil
             // The owner of the result: the caller for writeFile, the named owner (else the caller) for a
             // truncating open, the recorded owner for a writing handle that does not truncate.
             let newOwner: Identity? = switch way {
@@ -334,37 +376,59 @@ extension World {
             // A truncating open also leaves the caller a handle on the new owner's file: it must be allowed to
             // modify that owner's data.
             let refusals = way == 2
-                ? model.read(owner: state.owner, by: caller, blocks)
-                : model.modify(owner: state.owner, by: caller, newOwner: newOwner, blocks).union(model.create(for: newOwner, blocks))
-                    .union(way == 1 ? model.read(owner: newOwner, by: caller, blocks) : [])
+                ? model.read(owner: state.owner, by: caller, isolated: state.isolated, blocks)
+                : model.modify(owner: state.owner, by: caller, newOwner: newOwner, isolated: state.isolated, blocks)
+                    .union(model.create(for: newOwner, blocks))
+                    .union(way == 1 ? model.read(owner: newOwner, by: caller, isolated: model.isolatedAtCreation(newOwner, blocks), blocks) : [])
             let what = ["writeFile over", "openProtectedFile(.truncate, owner: \(show(named))) of", "openProtectedFile(.write) of"][way]
                 + " \(show(state.owner))'s file by \(show(caller))"
-            let result = attempt {
-                try IdentityContext.withThreadIdentity(caller) {
-                    switch way {
-                    case 0:
-                        try files.writeFile(atPath: item.path, contents: replacement)
-                    case 1:
-                        let file = try files.openProtectedFile(atPath: item.path, options: [.read, .write, .truncate], owner: named)
-                        try file.write(replacement)
-                        try file.close()
-                    default:
-                        let file = try files.openProtectedFile(atPath: item.path, options: [.read, .write])
-                        try file.write(replacement, at: 0)
-                        try file.truncate(to: UInt64(replacement.count))
-                        try file.close()
-                    }
-                }
-                return nil
+            if way == 1 && options.fault == .truncateBeforeKey {
+                // The defect this self-check stands for: the file emptied before the key is at hand.
+                truncate(item.path, 0)
             }
-            switch judge(.modifyFile, what, refusals: refusals, blocks: blocks, result) {
+            let (path, files) = (item.path, files)
+            let result = call(caller) {
+                switch way {
+                case 0:
+                    try files.writeFile(atPath: path, contents: replacement)
+                case 1:
+                    let file = try files.openProtectedFile(atPath: path, options: [.read, .write, .truncate], owner: named)
+                    try file.write(replacement)
+                    try file.close()
+                default:
+                    let file = try files.openProtectedFile(atPath: path, options: [.read, .write])
+                    try file.write(replacement, at: 0)
+                    try file.truncate(to: UInt64(replacement.count))
+                    try file.close()
+                }
+            } async: {
+                switch way {
+                case 0:
+                    try await files.async.writeFile(atPath: path, contents: replacement)
+                case 1:
+                    let file = try await files.async.openProtectedFile(atPath: path, options: [.read, .write, .truncate], owner: named)
+                    try file.write(replacement)
+                    try file.close()
+                default:
+                    let file = try await files.async.openProtectedFile(atPath: path, options: [.read, .write])
+                    try file.write(replacement, at: 0)
+                    try file.truncate(to: UInt64(replacement.count))
+                    try file.close()
+                }
+            }
+            switch judge(.modifyFile, what, refusals: refusals, blocks: blocks, owner: state.owner, isolated: state.isolated,
+                         also: (newOwner, nil), result.withoutData) {
             case .allowed:
+                state.isolated = isolation(after: state.owner == newOwner ? state.isolated : false, owner: newOwner, blocks)
                 state.owner = newOwner
                 state.plaintext = replacement
                 verify(item, state: state, api: .modifyFile, what: what)
                 checkAtRest(item.path, owner: newOwner, plaintext: replacement, api: .modifyFile)
             case .refused:
                 checkUnchanged(item.path, before: before, .modifyFile, what)
+            case .interrupted:
+                if let intact { checkIntact(item.path, before: intact, .modifyFile, what) }
+                state.retired = intact.map { $0 != snapshot(item.path) } ?? true
             case .violated:
                 if result.isSuccess { foreignModifications.add(1, ordering: .relaxed) } else { checkUnchanged(item.path, before: before, .modifyFile, what) }
                 state.retired = true
@@ -374,8 +438,30 @@ extension World {
         }
     }
 
+    /// Cuts the file at `path` to `length` bytes (the self-check's stand-in for a runtime that does).
+    func truncate(_ path: String, _ length: Int) {
+        if let handle = FileHandle(forWritingAtPath: path) {
+            handle.truncateFile(atOffset: UInt64(length))
+            handle.closeFile()
+        }
+    }
+
+    /// The isolation data records when it becomes `owner`'s now (`old`: what it recorded before, for data that
+    /// keeps its owner): isolated when its owner is managed; never for an owner no document names; unknown
+    /// (either is accepted) when the owner is a withdrawn or broken tenant's account and it was isolated before.
+    func isolation(after old: Bool?, owner: Identity?, _ blocks: BlockBoard.Snapshot) -> Bool? {
+        guard let owner, model.tenants[owner] != nil else { return false }
+        switch model.standing(owner, blocks) {
+        case .managed: return true
+        case .unknown: return nil
+        case .unmanaged: return old == false ? false : nil
+        }
+    }
+
     /// Checks that the file of `item` is recorded as `state.owner`'s and holds `state.plaintext` (read as its owner).
     func verify(_ item: Item, state: Item.State, api: IsolationStress.API, what: String) {
+        // An owner that cannot be read is not the expected one, and an unreadable file is not checked here
+        // (the reads of the program judge it): both are answers, not errors to pass on.
         let owner = try? files.protectionInfo(atPath: item.path)?.owner
         let reread = try? IdentityContext.withThreadIdentity(state.owner) { try files.readFile(atPath: item.path) }
         if owner != state.owner || (reread != nil && reread != state.plaintext) {
@@ -388,20 +474,26 @@ extension World {
         item.state.withLock { state in
             guard !state.retired else { return }
             let before = FileManager.default.contents(atPath: item.path)
+            let intact = storeFaults ? snapshot(item.path) : nil
             let blocks = blocks.snapshot([state.owner, target])
-            let refusals = model.modify(owner: state.owner, by: state.owner, newOwner: target, blocks).union(model.create(for: target, blocks))
+            let refusals = model.modify(owner: state.owner, by: state.owner, newOwner: target, isolated: state.isolated, blocks)
+                .union(model.create(for: target, blocks))
             let what = "re-owning \(show(state.owner))'s file to \(show(target))"
-            let owner = state.owner
-            let result = attempt {
-                try IdentityContext.withThreadIdentity(owner) { try files.protect(atPath: item.path, owner: target) }
-                return nil
+            let (path, files) = (item.path, files)
+            let result = call(state.owner) { try files.protect(atPath: path, owner: target) } async: {
+                try await files.async.protect(atPath: path, owner: target)
             }
-            switch judge(.reownFile, what, refusals: refusals, blocks: blocks, result) {
+            switch judge(.reownFile, what, refusals: refusals, blocks: blocks, owner: state.owner, isolated: state.isolated,
+                         also: (target, nil), result.withoutData) {
             case .allowed:
+                state.isolated = isolation(after: state.owner == target ? state.isolated : false, owner: target, blocks)
                 state.owner = target
                 verify(item, state: state, api: .reownFile, what: what)
             case .refused:
                 checkUnchanged(item.path, before: before, .reownFile, what)
+            case .interrupted:
+                if let intact { checkIntact(item.path, before: intact, .reownFile, what) }
+                state.retired = intact.map { $0 != snapshot(item.path) } ?? true
             case .violated, .undecided:
                 state.retired = true
             }
@@ -413,17 +505,20 @@ extension World {
         item.state.withLock { state in
             guard !state.retired else { return }
             let before = FileManager.default.contents(atPath: item.path)
+            let intact = storeFaults ? snapshot(item.path) : nil
             let blocks = blocks.snapshot([state.owner, caller])
             let what = "decryptFile(atPath:) of \(show(state.owner))'s file by \(show(caller))"
-            let result = attempt {
-                try IdentityContext.withThreadIdentity(caller) { try files.decryptFile(atPath: item.path) }
-                return nil
-            }
-            switch judge(.decryptInPlace, what, refusals: model.read(owner: state.owner, by: caller, blocks), blocks: blocks, result) {
+            let (path, files) = (item.path, files)
+            let result = call(caller) { try files.decryptFile(atPath: path) } async: { try await files.async.decryptFile(atPath: path) }
+            let refusals = model.read(owner: state.owner, by: caller, isolated: state.isolated, blocks)
+            switch judge(.decryptInPlace, what, refusals: refusals, blocks: blocks, owner: state.owner, isolated: state.isolated, result.withoutData) {
             case .allowed:
                 verify(item, state: state, api: .decryptInPlace, what: what)
             case .refused:
                 checkUnchanged(item.path, before: before, .decryptInPlace, what)
+            case .interrupted:
+                if let intact { checkIntact(item.path, before: intact, .decryptInPlace, what) }
+                state.retired = intact.map { $0 != snapshot(item.path) } ?? true
             case .violated, .undecided:
                 state.retired = true
             }
@@ -436,8 +531,11 @@ extension World {
         let what = { (source: Identity?, target: Identity?) in
             "decryptFile(atPath: \(self.show(source))'s file, toPath: \(self.show(target))'s file) by \(self.show(caller))"
         }
+        let (files, from, to) = (files, source.path, target.path)
         writeOver(target, from: source, api: .copyOver, by: caller, describe: what) {
-            try files.decryptFile(atPath: source.path, toPath: target.path)
+            try files.decryptFile(atPath: from, toPath: to)
+        } async: {
+            try await files.async.decryptFile(atPath: from, toPath: to)
         }
     }
 
@@ -450,22 +548,25 @@ extension World {
             guard !state.retired else { return }
             let newOwner = named ?? caller ?? .unmanaged
             let blocks = blocks.snapshot([state.owner, caller, newOwner])
-            let refusals = model.read(owner: state.owner, by: caller, blocks)
-                .union(state.owner == newOwner ? [] : model.transfer(owner: state.owner, to: newOwner, blocks))
+            let refusals = model.read(owner: state.owner, by: caller, isolated: state.isolated, blocks)
+                .union(state.owner == newOwner ? [] : model.transfer(owner: state.owner, to: newOwner, isolated: state.isolated, blocks))
                 .union(model.create(for: newOwner, blocks))
             let what = "protect(atPath: \(show(state.owner))'s file, owner: \(show(named))) by \(show(caller))"
-            let result = attempt {
-                try IdentityContext.withThreadIdentity(caller) { try files.protect(atPath: item.path, toPath: destination, owner: named) }
-                return nil
+            let (path, files) = (item.path, files)
+            let result = call(caller) { try files.protect(atPath: path, toPath: destination, owner: named) } async: {
+                try await files.async.protect(atPath: path, toPath: destination, owner: named)
             }
-            switch judge(.protectFileToStream, what, refusals: refusals, blocks: blocks, result) {
+            switch judge(.protectFileToStream, what, refusals: refusals, blocks: blocks, owner: state.owner, isolated: state.isolated,
+                         also: (newOwner, nil), result.withoutData) {
             case .allowed:
                 checkAtRest(destination, owner: newOwner, plaintext: state.plaintext, api: .protectFileToStream)
+                // No owner readable is not the expected owner.
                 if (try? files.protectionInfo(atPath: destination)?.owner) != newOwner {
                     tally(.protectFileToStream, nil, violation: "\(what): the stream file is not recorded as \(show(newOwner))'s")
                 }
-                add(Item(kind: .streamFile, plaintext: state.plaintext, path: destination, owner: newOwner, envelope: Data()))
-            case .refused, .violated:
+                let isolated = isolation(after: state.owner == newOwner ? state.isolated : false, owner: newOwner, blocks)
+                add(Item(kind: .streamFile, plaintext: state.plaintext, path: destination, owner: newOwner, envelope: Data(), isolated: isolated))
+            case .refused, .violated, .interrupted:
                 if FileManager.default.fileExists(atPath: destination) && result.isFailure {
                     tally(.protectFileToStream, nil, violation: "\(what) was refused but left \(destination) behind")
                 }
@@ -478,19 +579,26 @@ extension World {
     /// `unprotect(atPath:toPath:)` of the stream file `item` by `caller`, to a fresh path or over the file
     /// `over` (a modification of its owner's data, which becomes the stream's owner's).
     func unprotectStreamFile(_ item: Item, over target: Item?, by caller: Identity?) {
+        let files = files
         guard let target else {
             return item.state.withLock { state in
                 guard !state.retired else { return }
                 let destination = fresh("opened")
+                // Written only when allowed; removed either way.
                 defer { try? FileManager.default.removeItem(atPath: destination) }
                 let blocks = blocks.snapshot([state.owner, caller])
-                let refusals = model.read(owner: state.owner, by: caller, blocks).union(model.create(for: state.owner, blocks))
+                let refusals = model.read(owner: state.owner, by: caller, isolated: state.isolated, blocks).union(model.create(for: state.owner, blocks))
                 let what = "unprotect(atPath: \(show(state.owner))'s stream file) by \(show(caller))"
-                let result = attempt {
-                    try IdentityContext.withThreadIdentity(caller) { try files.unprotect(atPath: item.path, toPath: destination) }
+                let path = item.path
+                let result: Result<Data?, any Error> = call(caller) { () throws -> Data? in
+                    try files.unprotect(atPath: path, toPath: destination)
+                    return FileManager.default.contents(atPath: destination)
+                } async: { () async throws -> Data? in
+                    try await files.async.unprotect(atPath: path, toPath: destination)
                     return FileManager.default.contents(atPath: destination)
                 }
-                if case let .allowed(bytes) = judge(.unprotectStreamFile, what, refusals: refusals, blocks: blocks, secret: state.plaintext, result),
+                if case let .allowed(bytes) = judge(.unprotectStreamFile, what, refusals: refusals, blocks: blocks, secret: state.plaintext,
+                                                    owner: state.owner, isolated: state.isolated, result),
                    bytes != state.plaintext {
                     tally(.unprotectStreamFile, nil, violation: "\(what) gave other bytes")
                 }
@@ -499,8 +607,11 @@ extension World {
         let what = { (source: Identity?, target: Identity?) in
             "unprotect(atPath: \(self.show(source))'s stream file, toPath: \(self.show(target))'s file) by \(self.show(caller))"
         }
+        let (from, to) = (item.path, target.path)
         writeOver(target, from: item, api: .unprotectStreamFile, by: caller, creates: true, describe: what) {
-            try files.unprotect(atPath: item.path, toPath: target.path)
+            try files.unprotect(atPath: from, toPath: to)
+        } async: {
+            try await files.async.unprotect(atPath: from, toPath: to)
         }
     }
 
@@ -510,27 +621,32 @@ extension World {
     /// must leave the target's bytes as they were.
     func writeOver(
         _ target: Item, from source: Item, api: IsolationStress.API, by caller: Identity?, creates: Bool = false,
-        describe: (_ source: Identity?, _ target: Identity?) -> String, _ write: () throws -> Void
+        describe: (_ source: Identity?, _ target: Identity?) -> String, _ write: () throws -> Void,
+        async writeAsync: @escaping @Sendable () async throws -> Void
     ) {
         Item.withBoth(source, target) { sourceState, targetState in
             guard !sourceState.retired, !targetState.retired else { return }
             let before = FileManager.default.contents(atPath: target.path)
+            let intact = storeFaults ? snapshot(target.path) : nil
             let blocks = blocks.snapshot([sourceState.owner, targetState.owner, caller])
-            let refusals = model.read(owner: sourceState.owner, by: caller, blocks)
-                .union(model.modify(owner: targetState.owner, by: caller, newOwner: sourceState.owner, blocks))
+            let refusals = model.read(owner: sourceState.owner, by: caller, isolated: sourceState.isolated, blocks)
+                .union(model.modify(owner: targetState.owner, by: caller, newOwner: sourceState.owner, isolated: targetState.isolated, blocks))
                 .union(creates ? model.create(for: sourceState.owner, blocks) : [])
             let what = describe(sourceState.owner, targetState.owner)
-            let result = attempt {
-                try IdentityContext.withThreadIdentity(caller) { try write() }
-                return nil
-            }
-            switch judge(api, what, refusals: refusals, blocks: blocks, secret: sourceState.plaintext, result) {
+            let result = call(caller, sync: write, async: writeAsync)
+            // A wrong allowance is sorted by the source's data (what reached the target's place).
+            switch judge(api, what, refusals: refusals, blocks: blocks, secret: sourceState.plaintext, owner: sourceState.owner,
+                         isolated: sourceState.isolated, also: (targetState.owner, targetState.isolated), result.withoutData) {
             case .allowed:
+                targetState.isolated = isolation(after: sourceState.isolated, owner: sourceState.owner, blocks)
                 targetState.owner = sourceState.owner
                 targetState.plaintext = sourceState.plaintext
                 if target.kind == .streamFile { targetState.retired = true } else { verify(target, state: targetState, api: api, what: what) }
             case .refused:
                 checkUnchanged(target.path, before: before, api, what)
+            case .interrupted:
+                if let intact { checkIntact(target.path, before: intact, api, what) }
+                targetState.retired = intact.map { $0 != snapshot(target.path) } ?? true
             case .violated:
                 if result.isSuccess { foreignModifications.add(1, ordering: .relaxed) }
                 targetState.retired = true
@@ -539,9 +655,70 @@ extension World {
             }
         }
     }
+
+    // MARK: Calling
+
+    /// The name of the program's raw worker threads.
+    static let workerThreadName = "isolation-stress-worker"
+
+    /// One call of the protection API as `caller`: synchronously; or, with the key-store faults and on a
+    /// worker thread of the program (never in a task or on a queue), through the `.async` API in a task of its own, awaited here,
+    /// and with ``IsolationStress/FaultClass/cancellation`` cancelled after a random delay (0 to 4 ms: before,
+    /// during or after its waits on the key store).
+    func call<T: Sendable>(
+        _ caller: Identity?, sync: () throws -> T, async: @escaping @Sendable () async throws -> T
+    ) -> Result<T, any Error> {
+        // Only the program's own threads await a task: a GCD thread that a task waits for (a queue read) must
+        // never wait in turn for the cooperative pool that task occupies.
+        let onThread = Thread.current.name == Self.workerThreadName
+        let cancels = options.faults.contains(.cancellation)
+        let (useAsync, cancelAfter) = dice.withLock { dice -> (Bool, UInt32?) in
+            guard storeFaults, onThread else { return (false, nil) }
+            let useAsync = cancels || dice.next() % 2 == 0
+            // A third of the cancellations before the task runs (it meets them at its first wait), the rest
+            // during its first milliseconds.
+            let delay = dice.next() % 3 == 0 ? 0 : UInt32(dice.next() % 4000)
+            return (useAsync, cancels && dice.next() % 2 == 0 ? delay : nil)
+        }
+        guard useAsync else {
+            do { return .success(try IdentityContext.withThreadIdentity(caller) { try sync() }) } catch { return .failure(error) }
+        }
+        let answer = Answer<T>()
+        let task = Task {
+            do {
+                answer.give(.success(try await IdentityContext.withThreadIdentity(caller) { try await async() }))
+            } catch {
+                answer.give(.failure(error))
+            }
+        }
+        if let cancelAfter {
+            usleep(cancelAfter)
+            task.cancel()
+        }
+        return answer.wait()
+    }
+}
+
+/// The result of a task, awaited by a thread.
+final class Answer<T: Sendable>: Sendable {
+    private let value = LockedValue<Result<T, any Error>?>(nil)
+    private let ready = DispatchSemaphore(value: 0)
+
+    func give(_ result: Result<T, any Error>) {
+        value.withLock { $0 = result }
+        ready.signal()
+    }
+
+    func wait() -> Result<T, any Error> {
+        ready.wait()
+        return value.withLock { $0! }
+    }
 }
 
 extension Result {
+    /// What a call that returns no bytes came to, for ``World/judge``.
+    var withoutData: Result<Data?, Failure> { map { _ in nil } }
+
     var isSuccess: Bool {
         if case .success = self { return true }
         return false

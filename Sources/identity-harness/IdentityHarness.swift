@@ -65,9 +65,12 @@ struct IdentityHarness {
         options.duration = stress.duration
         options.operations = stress.operations
         options.fault = stress.isolationFault
+        options.faults = stress.isolationFaults.union(stress.isolationFault.needs)
+        let faults = options.faults.sorted().map(\.rawValue).joined(separator: ",")
         print("stress --isolation: seed \(options.seed), \(options.accounts) accounts in \(options.tenants) tenants, "
             + "\(options.workers) workers, " + (options.operations.map { "\($0) operations" } ?? "\(Int(options.duration)) s")
-            + (options.fault == .none ? "" : ", gate removed on purpose: \(options.fault.rawValue) (must fail)"))
+            + (faults.isEmpty ? "" : ", faults: \(faults)")
+            + (options.fault == .none ? "" : ", self-check: \(options.fault.rawValue) (must fail)"))
         do {
             let report = try await IsolationStress.run(options)
             print(report.table)
@@ -86,7 +89,10 @@ struct IdentityHarness {
                    --seed N (1) --duration SECONDS (10) --identities K (64) --depth D (12) --in-flight N (64)
                    --fault none|skip-restore|capture-at-run (self-check: must then fail)
                    --isolation: the randomized tenant-isolation program instead (--seed, --duration, or
-                   --operations N; --isolation-fault no-modify-check|no-read-check|no-transfer-check: must then fail)
+                   --operations N; --faults slow-key-store,cancellation,broken-policies,unwalkable-entries,wipes|all|none
+                   (fault classes injected; default none); --isolation-fault no-modify-check|no-read-check|
+                   no-transfer-check|truncate-before-key|forget-recorded-isolation|keep-destroyed-keys|
+                   hide-wipe-leftovers|ignore-broken-policy: a self-check that must then fail)
           soak     stress for 600 s by default (same options), also reporting resident memory growth per million units
           assertion keygen
                    | jwks --public-key HEX --kid K   (prints the JWKS document of one public key)

@@ -26,6 +26,8 @@ enum StressCommand {
         /// `stress --isolation` only: operations in all instead of a duration, and a gate removed on purpose.
         var operations: Int?
         var isolationFault = IsolationStress.Fault.none
+        /// `stress --isolation` only: the fault classes injected (`--faults`).
+        var isolationFaults: Set<IsolationStress.FaultClass> = []
     }
 
     enum Mechanism: String, CaseIterable {
@@ -66,6 +68,13 @@ enum StressCommand {
                     throw UsageError(description: "stress: --isolation-fault takes one of \(names), got '\(name)'")
                 }
                 options.isolationFault = fault
+            case "--faults":
+                let list = try flags.value(of: flag)
+                guard let faults = IsolationStress.FaultClass.parse(list) else {
+                    let names = IsolationStress.FaultClass.allCases.map(\.rawValue).joined(separator: ", ")
+                    throw UsageError(description: "stress: --faults takes a comma-separated list of \(names), all or none, got '\(list)'")
+                }
+                options.isolationFaults = faults
             default:
                 throw flags.unknown(flag)
             }

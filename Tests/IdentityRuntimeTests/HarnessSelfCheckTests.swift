@@ -72,6 +72,7 @@ struct HarnessCommandLineTests {
         (["stress", "--frobnicate", "1"], "--frobnicate"), (["soak", "--identities", "many"], "--identities"),
         (["bench", "--rounds", "0"], "--rounds"), (["bench", "--scale", "nan"], "--scale"),
         (["bench", "--side", "theirs"], "--side"), (["verify", "--fast"], "verify"), (["frobnicate"], "frobnicate"),
+        (["stress", "--isolation", "--faults", "slow-key-store,gremlins"], "--faults"),
     ])
     func badValues(arguments: [String], named: String) throws {
         let (status, output) = try HarnessSelfCheckTests.runHarness(arguments)
@@ -94,7 +95,7 @@ struct HarnessCommandLineTests {
         #expect(status == 0)
         for word in ["verify", "stress", "soak", "assertion", "keygen", "jwks", "sign", "bench", "wipe-child",
                      "--seed", "--duration", "--identities", "--depth", "--in-flight", "--fault", "--isolation",
-                     "--operations", "--isolation-fault", "--private-key", "--public-key", "--kid", "--issuer",
+                     "--operations", "--isolation-fault", "--faults", "--private-key", "--public-key", "--kid", "--issuer",
                      "--audience", "--account", "--tenant", "--lifetime", "--jwks-out", "--jwks", "--mode", "--rounds",
                      "--scale", "--list", "--pair", "--side", "--count", "--only", "--cpu-time", "--backend"] {
             #expect(output.contains(word), "\(word) is not in --help")
