@@ -274,10 +274,12 @@ struct AccessModel: Sendable {
             .union(newOwner == owner ? [] : transfer(owner: owner, to: newOwner, isolated: isolated, blocks))
     }
 
-    /// `isDataTransferAllowed(from:to:)`: never with a blocked side, never from an account whose document is
-    /// broken, else by the source's level; `nil`: either answer (the target's document is broken).
+    /// `isDataTransferAllowed(from:to:)`: never with a blocked side, never from or to an account whose document
+    /// is broken, else by the source's level; `nil`: either answer (a document whose subject cannot be read).
     func isTransferAllowed(from source: Identity?, to target: Identity?, _ blocks: BlockBoard.Snapshot) -> Bool? {
         if isBlocked(source, blocks) || isBlocked(target, blocks) { return false }
+        // Nothing goes to an account whose policy cannot be read, as nothing goes to a blocked one.
+        if let target, !target.isUnmanaged, standing(target, blocks) == .unknown { return false }
         let answer: Bool?
         switch standing(source, blocks) {
         case .unknown: answer = false

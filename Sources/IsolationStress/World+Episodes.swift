@@ -157,30 +157,35 @@ extension World {
         // What remains, reported or not.
         for item in ownedFiles where FileManager.default.fileExists(atPath: item.path) {
             guard let owner = item.state.withLock({ $0.owner }) else { continue }
-            checkReported(reports[owner], path: item.path, what: "\(whole) left \(item.path) of \(show(owner))")
+            checkReported(reports, owner: owner, path: item.path, what: "\(whole) left \(item.path) of \(show(owner))")
             // Reported or not, it must not stay in the model's way.
             try? FileManager.default.removeItem(atPath: item.path)
         }
         for (name, owner) in unreachable where deep?.contains(name) ?? false {
-            checkReported(reports[owner], path: (deep?.path ?? "") + "/" + name,
+            checkReported(reports, owner: owner, path: (deep?.path ?? "") + "/" + name,
                           what: "\(whole) left \(show(owner))'s file in a directory it could not walk")
         }
+        // A tenant wipe whose search could not look everywhere reports that it may have missed owners: an owner
+        // it has no report for (a stranger whose files all lie where it could not look) keeps its keys, and
+        // that is what the report says. Every other victim's data must be gone.
+        let unreached = reports.search.isEmpty ? Set<Identity>() : victimSet.subtracting(reports.accounts.keys)
+        let shreddedOwners = victimSet.subtracting(unreached)
         // Re-enrolment: the accounts are unblocked; nothing of theirs may decrypt any more.
         for victim in victims { manager.unblockAccount(victim, reason: .wiped) }
         for item in owned {
             item.state.withLock { $0.retired = true }
         }
         shredded.withLock { list in
-            list.append(contentsOf: owned.filter { $0.kind == .envelope })
+            list.append(contentsOf: owned.filter { $0.kind == .envelope && $0.state.withLock { $0.owner.map(shreddedOwners.contains) ?? false } })
             if list.count > 64 { list.removeFirst(list.count - 64) }
         }
         let marked = handles.withLock { handles -> [HeldHandle] in
-            for index in handles.indices where handles[index].owner.map(victimSet.contains) ?? false {
+            for index in handles.indices where handles[index].owner.map(shreddedOwners.contains) ?? false {
                 handles[index].shredded = true
             }
             return handles.filter(\.shredded)
         }
-        for handle in marked where handle.owner.map(victimSet.contains) ?? false {
+        for handle in marked where handle.owner.map(shreddedOwners.contains) ?? false {
             let result = attempt { try IdentityContext.withThreadIdentity(handle.opener) { Data(try handle.file.read(at: 0, upToCount: 1 << 16)) } }
             checkShredded(handle, result, what: "a read through \(show(handle.opener))'s handle on \(show(handle.owner))'s file after \(whole)")
         }
@@ -201,7 +206,7 @@ extension World {
             // The handle's file is gone; closing it may fail, which says nothing about the wipe.
             try? file.close()
         }
-        checkShreddedEnvelopes(owned.filter { $0.kind == .envelope }, after: whole)
+        checkShreddedEnvelopes(owned.filter { $0.kind == .envelope && $0.state.withLock { $0.owner.map(shreddedOwners.contains) ?? false } }, after: whole)
     }
 
     enum WipeTarget {
@@ -209,34 +214,43 @@ extension World {
         case tenant(TenantID)
     }
 
-    /// Runs the policy manager's wipe from this thread (it awaits; a task of its own does), and gives each
-    /// account's report.
-    func runWipe(_ target: WipeTarget) -> [Identity: WipeReport] {
-        let answer = Answer<[WipeReport]>()
+    /// What one wipe reported: each account's report, and what a tenant wipe's search could not look into.
+    struct WipeReports {
+        var accounts: [Identity: WipeReport] = [:]
+        var search: [WipeLeftover] = []
+    }
+
+    /// Runs the policy manager's wipe from this thread (it awaits; a task of its own does), and gives its
+    /// reports.
+    func runWipe(_ target: WipeTarget) -> WipeReports {
+        let answer = Answer<([WipeReport], [WipeLeftover])>()
         let manager = manager
         Task {
             switch target {
-            case let .account(account): answer.give(.success([await manager.wipeData(forAccount: account)]))
-            case let .tenant(tenant): answer.give(.success(await manager.wipeData(forTenant: tenant).accounts))
+            case let .account(account): answer.give(.success(([await manager.wipeData(forAccount: account)], [])))
+            case let .tenant(tenant):
+                let report = await manager.wipeData(forTenant: tenant)
+                answer.give(.success((report.accounts, report.leftovers)))
             }
         }
-        guard case let .success(reports) = answer.wait() else { return [:] }
-        var byAccount: [Identity: WipeReport] = [:]
+        guard case let .success((reports, search)) = answer.wait() else { return WipeReports() }
+        var result = WipeReports(search: options.fault == .hideWipeLeftovers ? [] : search)
         for var report in reports {
-            if options.fault == .hideWipeLeftovers { report.error = nil }
-            byAccount[report.account] = report
+            if options.fault == .hideWipeLeftovers {
+                report.error = nil
+                report.leftovers = []
+            }
+            result.accounts[report.account] = report
         }
-        return byAccount
+        return result
     }
 
-    /// A file a wipe left: a violation unless `report` (its account's) reports it.
-    ///
-    /// The contract's report lists what the wipe could not remove and why. The report of this runtime has
-    /// one error, the first failure: a report with an error is read as reporting every file of its account
-    /// that remains (the one place to change when the report lists what remains). No report at all for the
-    /// account (a tenant wipe that did not reach it) reports nothing.
-    func checkReported(_ report: WipeReport?, path: String, what: String) {
-        if let report, report.error != nil {
+    /// A file a wipe left: a violation unless the wipe's reports list it, or a directory above it that the
+    /// wipe could not read (its account's report, or a tenant wipe's search). A report that only carries an
+    /// error, without the place, does not report the file.
+    func checkReported(_ reports: WipeReports, owner: Identity, path: String, what: String) {
+        let listed = (reports.accounts[owner]?.leftovers ?? []) + reports.search
+        if listed.contains(where: { path == $0.path || path.hasPrefix($0.path.hasSuffix("/") ? $0.path : $0.path + "/") }) {
             return tally(.wipe, .refused, violation: nil)
         }
         unreportedLeftovers.add(1, ordering: .relaxed)

@@ -52,15 +52,19 @@ struct FaultyPolicy: ManagedIdentityPolicy {
     /// Whether the program has deleted the policy document of `owner`'s tenant.
     let isWithdrawn: @Sendable (Identity) -> Bool
 
-    func isManaged(_ identity: Identity) -> Bool { base.isManaged(identity) }
+    /// For `forgetRecordedIsolation`, a withdrawn owner passes for managed: the protection managers' recorded
+    /// isolation then leaves the decision to this policy, which forgets it (below).
+    func isManaged(_ identity: Identity) -> Bool {
+        if fault == .forgetRecordedIsolation, isWithdrawn(identity) { return true }
+        return base.isManaged(identity)
+    }
     func isFileEncryptionRequired(for identity: Identity) -> Bool { base.isFileEncryptionRequired(for: identity) }
     func refusal(of access: ProtectedDataAccess, to owner: Identity) -> ProtectionError? {
         let refusal = base.refusal(of: access, to: owner)
         switch (fault, access, refusal) {
         case (.noModifyCheck, .modify, _), (.noReadCheck, .read, _), (.noTransferCheck, .transfer, _): return nil
         case (.ignoreBrokenPolicy, _, .policyUnavailable?): return nil
-        case (.forgetRecordedIsolation, .read, .accessDenied?), (.forgetRecordedIsolation, .modify, .accessDenied?),
-             (.forgetRecordedIsolation, .transfer, .accessDenied?):
+        case (.forgetRecordedIsolation, .read, _), (.forgetRecordedIsolation, .modify, _), (.forgetRecordedIsolation, .transfer, _):
             return isWithdrawn(owner) ? nil : refusal
         default: return refusal
         }

@@ -315,6 +315,25 @@ struct RecordedIsolationTests {
     }
 }
 
+extension RecordedIsolationTests {
+    @Test("data created while its owner was not managed is open again once a later management of its owner ends", arguments: [OwnerStorage.automatic, .indexOnly])
+    func openDataIsNotUpgradedWhileManaged(storage: OwnerStorage) throws {
+        let f = try Fixture(ownerStorage: storage, encryptionRequired: false, isolated: true)
+        let path = f.path("dave.txt")
+        let dave: Identity = "dave@northwind.com"
+        try IdentityContext.withThreadIdentity(dave) { try f.files.writeFile(atPath: path, contents: Data("open".utf8)) }
+        // Managed for a while: its policy governs (isolation), and the owner reads and rewrites nothing.
+        f.policy.addManagedIdentity(dave)
+        let whileManaged = IdentityContext.withThreadIdentity(carol) { protectionError { try f.files.readFile(atPath: path) } }
+        #expect(whileManaged?.code == 108)
+        #expect(try IdentityContext.withThreadIdentity(dave) { try f.files.readFile(atPath: path) } == Data("open".utf8))
+        f.policy.removeManagedIdentity(dave)
+        // Created while dave was not managed: recorded open, not mistaken for a record of an earlier build.
+        #expect(try !f.files.isIsolated(atPath: path))
+        #expect(try IdentityContext.withThreadIdentity(carol) { try f.files.readFile(atPath: path) } == Data("open".utf8))
+    }
+}
+
 /// The real path of `path` (the roots of a temporary directory may lie behind a symbolic link).
 private func resolvedPath(_ path: String) -> String {
     guard let resolved = realpath(path, nil) else { return path }

@@ -17,6 +17,11 @@ struct FileOwnerStore: Sendable {
     /// crashed write keeps a marker that names someone else, which counts for nothing). A value that is not a
     /// valid identity counts as a marker: when in doubt, the file is isolated.
     static let isolationAttributeName = "user.identityruntime.isolated"
+    /// The extended attribute recording that a file was created while its owner was not managed: it holds that
+    /// owner's name, and counts only while it names the file's owner. A file with neither marker naming its
+    /// owner was recorded by an earlier build (``RecordedOwner/isLegacy``). Both markers naming the owner (a
+    /// crash between two writes) count as isolated.
+    static let openAttributeName = "user.identityruntime.open"
 
     let storage: OwnerStorage
     let index: OwnerIndex
@@ -35,10 +40,15 @@ struct FileOwnerStore: Sendable {
                         return try index.set(owner, isolated: true, for: info, path: path)
                     }
                     if try POSIX.setXattr(fd: fd, path: path, FileOwnerStore.attributeName, name) {
+                        try POSIX.removeXattr(fd: fd, path: path, FileOwnerStore.openAttributeName)
                         return try index.set(nil, isolated: false, for: info, path: path)
                     }
                 } else {
-                    // The owner before the marker goes: in between, a stale marker names the previous owner.
+                    // The open marker, then the owner, then the isolation marker goes: in between, the
+                    // markers name the new owner (both: isolated, the safe reading) or a previous one.
+                    guard try POSIX.setXattr(fd: fd, path: path, FileOwnerStore.openAttributeName, name) else {
+                        return try index.set(owner, isolated: false, for: info, path: path)
+                    }
                     if try POSIX.setXattr(fd: fd, path: path, FileOwnerStore.attributeName, name) {
                         try POSIX.removeXattr(fd: fd, path: path, FileOwnerStore.isolationAttributeName)
                         return try index.set(nil, isolated: false, for: info, path: path)
@@ -47,6 +57,7 @@ struct FileOwnerStore: Sendable {
             } else {
                 try POSIX.removeXattr(fd: fd, path: path, FileOwnerStore.attributeName)
                 try POSIX.removeXattr(fd: fd, path: path, FileOwnerStore.isolationAttributeName)
+                try POSIX.removeXattr(fd: fd, path: path, FileOwnerStore.openAttributeName)
             }
         }
         try index.set(record.owner, isolated: record.isIsolated, for: info, path: path)
@@ -77,14 +88,18 @@ struct FileOwnerStore: Sendable {
                 let owner = try withRawBytes(of: bytes) { (raw: UnsafeRawBufferPointer) throws(ProtectionError) -> Identity in
                     try EnvelopeFormat.decodeOwner(raw)
                 }
-                return RecordedOwner(owner, isolated: try isolationMarker(path: path, names: owner))
+                if try marker(FileOwnerStore.isolationAttributeName, path: path, names: owner) {
+                    return RecordedOwner(owner, isolated: true)
+                }
+                let open = try marker(FileOwnerStore.openAttributeName, path: path, names: owner)
+                return RecordedOwner(owner, isolated: false, legacy: !open)
             case .absent, .unsupported:
                 break
             }
         }
         guard let entry = try index.entry(of: info) else { return .unowned }
         do {
-            return RecordedOwner(try Identity(validating: entry.owner), isolated: entry.isolated == true)
+            return RecordedOwner(try Identity(validating: entry.owner), isolated: entry.isolated == true, legacy: entry.isolated == nil)
         } catch {
             throw .invalidIdentity(reason: "owner index entry for \(path): \(error)")
         }
@@ -100,16 +115,17 @@ struct FileOwnerStore: Sendable {
         try index.markIsolated(owner, for: info)
     }
 
-    /// Whether the isolation marker of the file at `path` names `owner` (or is not a valid identity).
-    private func isolationMarker(path: String, names owner: Identity) throws(ProtectionError) -> Bool {
-        guard case let .value(bytes) = try POSIX.getXattr(path, FileOwnerStore.isolationAttributeName) else { return false }
+    /// Whether the marker `attribute` of the file at `path` names `owner`. An isolation marker that is not a
+    /// valid identity counts (when in doubt, isolated); an open marker that is not one does not.
+    private func marker(_ attribute: String, path: String, names owner: Identity) throws(ProtectionError) -> Bool {
+        guard case let .value(bytes) = try POSIX.getXattr(path, attribute) else { return false }
         do throws(ProtectionError) {
             let marked = try withRawBytes(of: bytes) { (raw: UnsafeRawBufferPointer) throws(ProtectionError) -> Identity in
                 try EnvelopeFormat.decodeOwner(raw)
             }
             return marked == owner
         } catch {
-            return true
+            return attribute == FileOwnerStore.isolationAttributeName
         }
     }
 

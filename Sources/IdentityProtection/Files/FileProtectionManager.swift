@@ -378,7 +378,7 @@ public final class FileProtectionManager: Sendable {
     func currentOwner(path: String, info: stat, header: EncryptedFileFormat.Header?) throws(ProtectionError) -> RecordedOwner {
         if let header { return header.recordedOwner }
         let record = try owners.record(path: path, info: info)
-        guard let owner = record.owner, !record.isIsolated, isManaged(owner) else { return record }
+        guard let owner = record.owner, record.isLegacy, isManaged(owner) else { return record }
         do throws(ProtectionError) {
             try owners.recordIsolation(of: owner, path: path, info: info)
         } catch {

@@ -11,8 +11,8 @@ final class OwnerIndex: Sendable {
     struct Entry: Codable, Sendable, Equatable {
         var owner: String
         var path: String
-        /// Whether the file was created while its owner was managed (``RecordedOwner``). Absent in entries
-        /// written before isolation was recorded, and when false, so older builds read the index unchanged.
+        /// Whether the file was created while its owner was managed (``RecordedOwner``). Absent only in
+        /// entries written before isolation was recorded (``RecordedOwner/isLegacy``); older builds ignore it.
         var isolated: Bool?
     }
 
@@ -49,7 +49,7 @@ final class OwnerIndex: Sendable {
             try loadIfNeeded(&entries)
             var updated = entries ?? [:]
             let key = OwnerIndex.key(info)
-            let entry = owner.map { Entry(owner: $0.name, path: filePath, isolated: isolated && !$0.isUnmanaged ? true : nil) }
+            let entry = owner.map { Entry(owner: $0.name, path: filePath, isolated: isolated && !$0.isUnmanaged) }
             guard updated[key] != entry else { return }
             updated[key] = entry
             try save(updated)
@@ -63,7 +63,7 @@ final class OwnerIndex: Sendable {
             try loadIfNeeded(&entries)
             let key = OwnerIndex.key(info)
             // An entry whose owner does not validate is not marked: reading it fails (104) anyway.
-            guard var entry = entries?[key], entry.isolated != true,
+            guard var entry = entries?[key], entry.isolated == nil,
                   (try? Identity(validating: entry.owner)) == owner else { return }
             entry.isolated = true
             var updated = entries ?? [:]

@@ -97,10 +97,16 @@ struct RecordedOwner: Sendable, Hashable {
     let owner: Identity?
     /// Whether the data was recorded isolated when it was created.
     let isIsolated: Bool
+    /// Whether the record predates recorded isolation (a plain file's owner record written by an earlier
+    /// build): it says nothing either way, so it is read as isolated while its owner is managed and upgraded
+    /// then. A record written by this build always says which, so data created while its owner was not
+    /// managed stays open after the owner was managed for a while.
+    let isLegacy: Bool
 
-    init(_ owner: Identity?, isolated: Bool) {
+    init(_ owner: Identity?, isolated: Bool, legacy: Bool = false) {
         self.owner = owner
         self.isIsolated = isolated && owner.map { !$0.isUnmanaged } ?? false
+        self.isLegacy = legacy && !self.isIsolated && owner.map { !$0.isUnmanaged } ?? false
     }
 
     /// Unowned data.
