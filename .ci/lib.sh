@@ -252,13 +252,11 @@ step_stress() {
     swift run -c release identity-harness stress --duration 60 --seed "$stress_seed"
 }
 
-# 1,000,000 operations with the fault classes whose invariants the runtime keeps (see the ServiceBoundary article,
-# "Testing it", and IsolationStressFaultTests.kept): add a class here once its fix has landed. Every class found
-# violations against the runtime when it was added: slow-key-store and cancellation (a truncating open empties
-# the file), broken-policies (broken documents unmanage, deleted ones open recorded data), unwalkable-entries and
-# wipes (tenant wipes skip owners, handles read after a wipe).
+# 1,000,000 operations with every fault class (slow and silent key store, cancellation, broken and deleted
+# policy documents, unwalkable entries, wipes under open handles; see the ServiceBoundary article, "Testing it",
+# and IsolationStressFaultTests.kept): the runtime keeps each class's invariants.
 step_stress_isolation() {
-    local faults="none"
+    local faults="all"
     swift run -c release identity-harness stress --isolation --operations 1000000 --faults "$faults" --seed "$stress_seed"
 }
 
