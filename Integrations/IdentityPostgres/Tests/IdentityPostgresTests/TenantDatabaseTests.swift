@@ -164,6 +164,7 @@ extension FleetTests {
                 [replaySession],
                 ["BEGIN"],
                 ["SAVEPOINT s", "SELECT set_config('identity.tenant', 'fabrikam.com', true)", "RELEASE SAVEPOINT s"],
+                ["SAVEPOINT s", replay, "ROLLBACK TO SAVEPOINT s"],
                 ["COMMIT", "BEGIN", replay],
                 ["COMMIT", "BEGIN"],
                 ["ROLLBACK", replaySession],
@@ -377,6 +378,49 @@ extension FleetTests {
             let bare = try TenantDatabase(
                 client: fixture.client, policies: fixture.policies, secret: fixture.secret, protectedTables: TenantFixture.tables)
             await #expect(throws: TenantDatabaseError.self) { try await bare.verify() }
+        }
+
+        @Test("the server killed mid-transaction: a typed error, nothing half-written; after the restart the pool binds again",
+              .enabled(if: ServerControl.isAvailable, "needs scripts/with-postgres.sh's IDENTITY_PG_DATA to kill the server"))
+        func serverKilled() async throws {
+            let fixture = try await TenantFixture.make(maximumConnections: 2)
+            defer { fixture.shutdown() }
+            let database = fixture.database
+            try await under(Self.alice) { try await Self.insert(database, "before") }
+            let inserted = NIOLockedValueBox(false)
+            let killed = NIOLockedValueBox(false)
+            let transaction = Task {
+                try await under(Self.alice) {
+                    try await database.withTransaction { connection in
+                        try await connection.run("INSERT INTO app.documents (body) VALUES ('half-written')")
+                        inserted.withLockedValue { $0 = true }
+                        // The body goes on without the database until the server is gone; COMMIT then meets it.
+                        while !killed.withLockedValue({ $0 }) { try await Task.sleep(for: .milliseconds(5)) }
+                    }
+                }
+            }
+            #expect(await TestDatabase.eventuallyAsync(within: 20) { inserted.withLockedValue { $0 } })
+            try ServerControl.kill()
+            killed.withLockedValue { $0 = true }
+            do {
+                try await transaction.value
+                Issue.record("the transaction committed on a killed server")
+            } catch let error as TenantDatabaseError {
+                guard case .unavailable = error else { Issue.record("\(error)"); return }
+            }
+            try ServerControl.start()
+            #expect(try await fixture.allRows("app.documents").map(\.body) == ["before"])
+            // The pool connects again; the next transaction is bound as any other.
+            var seen: [String] = []
+            for _ in 0..<200 {
+                do {
+                    seen = try await under(Self.alice) { try await Self.visible(database) }
+                    break
+                } catch {
+                    try await Task.sleep(for: .milliseconds(50))
+                }
+            }
+            #expect(seen == ["contoso.com/before"])
         }
 
         @Test("a runtime with another secret binds nothing: the database refuses it (bindingRefused)")

@@ -219,6 +219,7 @@ public final class TenantDatabase: Sendable {
         }
         let command: String
         do {
+            try connection.checkOpen()
             command = try await connection.query("COMMIT", logger: logger) { _ in }.get().command
         } catch {
             // After a server's refusal (a deferred constraint, a serialization failure) the server has ended
@@ -274,6 +275,13 @@ extension PostgresConnection {
     /// Runs `query` and reads its answer to the end: a statement's error can arrive after its first rows (an
     /// exception raised by a function), and is only seen by reading them.
     func perform(_ query: PostgresQuery, logger: Logger) async throws {
+        try checkOpen()
         for try await _ in try await self.query(query, logger: logger) {}
+    }
+
+    /// Refuses a connection that is already closed (the server went away): postgres-nio 1.33 never answers a
+    /// query written to a closed connection, so it is not sent.
+    func checkOpen() throws(TenantDatabaseError) {
+        if isClosed { throw .unavailable(reason: "the connection to the database closed") }
     }
 }
