@@ -85,7 +85,10 @@ struct TenantDatabaseOfflineTests {
         #expect(service.boundTenant == "svc-backup@")
         policies.registerAccount("bob@contoso.com", tenantID: "72F988BF-86F1")
         #expect(try database.binding(for: Identity("bob@contoso.com")).boundTenant == "72f988bf-86f1")
-        #expect(throws: TenantDatabaseError.noIdentity) { try database.binding(for: .some(nil)) }
+        #expect(throws: TenantDatabaseError.noIdentity) { try database.binding(for: nil) }
+        #expect(throws: TenantDatabaseError.noIdentity) { try database.currentBinding() }
+        let current = try IdentityContext.withThreadIdentity("Carol@Contoso.com") { try database.currentBinding() }
+        #expect(current.boundAccount == "carol@contoso.com")
     }
 
     @Test("rowLevelSecurity: ENABLE, FORCE, a permissive and a restrictive policy, names quoted; odd names refused")

@@ -105,15 +105,17 @@ public final class TenantDatabase: Sendable {
         public let boundTenant: String
     }
 
-    /// The binding a transaction opened now would get, or the refusal: the checks
-    /// ``withTransaction(isolation:_:)`` makes before it asks the database.
-    /// - Parameter identity: the identity to check; the caller's effective file identity by default.
-    public func binding(for identity: Identity?? = .none) throws(TenantDatabaseError) -> Binding {
-        let resolved: Identity? = switch identity {
-        case .none: IdentityContext.effectiveFileIdentity
-        case let .some(given): given
-        }
-        guard let account = resolved else { throw .noIdentity }
+    /// The binding a transaction opened now by the caller would get (its effective file identity), or the
+    /// refusal: the checks ``withTransaction(isolation:_:)`` makes before it asks the database.
+    public func currentBinding() throws(TenantDatabaseError) -> Binding {
+        try binding(for: IdentityContext.effectiveFileIdentity)
+    }
+
+    /// The binding a transaction opened now under `identity` would get, or the refusal (see
+    /// ``TenantDatabaseError``): no identity, `Identity.unmanaged`, an unloaded policy source, a blocked or
+    /// disallowed account, a name PostgreSQL cannot hold.
+    public func binding(for identity: Identity?) throws(TenantDatabaseError) -> Binding {
+        guard let account = identity else { throw .noIdentity }
         guard !account.isUnmanaged else { throw .unmanagedIdentity }
         // The same rule as every protected read and write: undecided before the source loads, refused when
         // blocked.
@@ -143,7 +145,7 @@ public final class TenantDatabase: Sendable {
     /// Runs `body` with a connection inside a transaction bound to the caller's effective identity and its
     /// tenant; commits when it returns, rolls back when it throws or its task is cancelled.
     ///
-    /// - Refused before the database is asked (``binding(for:)``): no identity, `Identity.unmanaged`, policy
+    /// - Refused before the database is asked (``currentBinding()``): no identity, `Identity.unmanaged`, policy
     ///   source not loaded, a blocked or disallowed account, a name PostgreSQL cannot hold; and before
     ///   ``verify()`` succeeded, ``TenantDatabaseError/notVerified``.
     /// - Round trips: `BEGIN`, the binding, the body's, `COMMIT`.
@@ -158,7 +160,7 @@ public final class TenantDatabase: Sendable {
         isolation: isolated (any Actor)? = #isolation,
         _ body: (PostgresConnection) async throws -> sending Result
     ) async throws -> sending Result {
-        let binding = try binding()
+        let binding = try currentBinding()
         guard isVerified else { throw TenantDatabaseError.notVerified }
         do {
             return try await client.withConnection(isolation: isolation) { connection in
