@@ -28,6 +28,7 @@ struct TenantBench {
         try await admin { connection in
             for statement in [
                 "CREATE ROLE \(owner) NOLOGIN", "CREATE ROLE \(service) LOGIN PASSWORD '\(password)'",
+                "REVOKE TEMPORARY ON DATABASE \"\(database)\" FROM PUBLIC",
                 "GRANT CREATE ON DATABASE \"\(database)\" TO \(owner)", "SET ROLE \(owner)",
             ] {
                 try await connection.execute(statement)

@@ -200,6 +200,7 @@ extension FleetTests {
                 ("ALTER TABLE app.documents NO FORCE ROW LEVEL SECURITY", "42501"),
                 ("DROP POLICY identity_tenant_guard ON app.documents", "42501"),
                 ("TRUNCATE app.documents", "42501"),
+                ("CREATE TEMP TABLE stash AS SELECT * FROM app.documents", "42501"),
                 ("CREATE OR REPLACE FUNCTION identity_rls.current_tenant() RETURNS text LANGUAGE sql AS $$ SELECT 'fabrikam.com' $$", "42501"),
             ]
             for (statement, expected) in refused {
@@ -298,6 +299,24 @@ extension FleetTests {
             }
             #expect(try await outside().rows == 0)
             #expect(try await under(Self.bob) { try await Self.visible(database) } == [])
+            // A cursor WITH HOLD outlives its transaction, filled with Alice's rows: the next transaction's binding
+            // finds it, and the runtime replaces the connection, so Bob's request cannot fetch from it.
+            try await under(Self.alice) {
+                try await database.withTransaction { connection in
+                    try await connection.run("DECLARE stash CURSOR WITH HOLD FOR SELECT body FROM app.documents")
+                }
+            }
+            do {
+                let fetched: [String] = try await under(Self.bob) {
+                    try await database.withTransaction { connection in
+                        try await connection.values("FETCH ALL FROM stash")
+                    }
+                }
+                Issue.record("Bob fetched from Alice's cursor: \(fetched)")
+            } catch {
+                #expect(sqlState(of: error) == "34000", "\(String(reflecting: error))")
+            }
+            #expect(try await under(Self.bob) { try await Self.visible(database) } == [])
             #expect(try await under(Self.alice) { try await Self.visible(database) } == ["contoso.com/committed"])
             let rows = try await fixture.allRows("app.documents").map(\.body)
             #expect(rows == ["committed"])
@@ -329,6 +348,8 @@ extension FleetTests {
                 ("REVOKE EXECUTE ON FUNCTION identity_rls.bind(text, text, bytea) FROM \(service)",
                  "GRANT EXECUTE ON FUNCTION identity_rls.bind(text, text, bytea) TO \(service)", false),
                 ("ALTER TABLE app.notes OWNER TO \(service)", "ALTER TABLE app.notes OWNER TO \(owner)", true),
+                ("GRANT TEMPORARY ON DATABASE \(try #require(fixture.configuration.database)) TO \(service)",
+                 "REVOKE TEMPORARY ON DATABASE \(try #require(fixture.configuration.database)) FROM \(service)", true),
             ]
             for (change, undo, superuser) in cases {
                 let run: (String) async throws -> Void = { sql in

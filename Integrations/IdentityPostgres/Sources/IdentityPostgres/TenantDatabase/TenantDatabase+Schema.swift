@@ -69,7 +69,9 @@ extension TenantDatabase {
     ///   keys; readable by its owner only.
     /// - `identity_rls.bind(account, tenant, secret)` (`SECURITY DEFINER`): refuses unless `secret` matches the
     ///   verifier, then sets the transaction-local settings `identity.account`, `identity.tenant` and
-    ///   `identity.binding`, a MAC of both names with the server process and the transaction's start time.
+    ///   `identity.binding`, a MAC of both names with the server process and the transaction's start time. It
+    ///   also refuses (SQLSTATE 55000) while the session holds a cursor `WITH HOLD` of an earlier transaction;
+    ///   the runtime then closes that connection and binds on another.
     /// - `identity_rls.current_tenant()`, `identity_rls.current_account()` (`SECURITY DEFINER`, `STABLE`): the
     ///   bound tenant or account when `identity.binding` is the MAC of the settings *in this transaction*;
     ///   otherwise `NULL`. A value set by any other means (`set_config`, `SET`, a setting copied from an earlier
@@ -116,6 +118,12 @@ extension TenantDatabase {
                 IF account IS NULL OR tenant IS NULL OR account = '' OR tenant = '' OR secret IS NULL
                    OR NOT EXISTS (SELECT 1 FROM \(schema).binding_key WHERE verifier = sha256(secret)) THEN
                     RAISE EXCEPTION 'identity binding refused' USING ERRCODE = '42501';
+                END IF;
+                -- A cursor WITH HOLD outlives the transaction that filled it: on a pooled connection it would
+                -- hand an earlier request's rows to this one. The runtime drops such a connection.
+                IF EXISTS (SELECT 1 FROM pg_cursors WHERE is_holdable) THEN
+                    RAISE EXCEPTION 'identity binding refused: the connection holds a cursor of an earlier transaction'
+                        USING ERRCODE = '55000';
                 END IF;
                 PERFORM set_config('identity.account', account, true), set_config('identity.tenant', tenant, true),
                         set_config('identity.binding', \(schema).mac(account, tenant), true);

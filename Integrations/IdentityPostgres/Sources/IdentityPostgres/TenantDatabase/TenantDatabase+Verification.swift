@@ -9,6 +9,9 @@ extension TenantDatabase {
     /// It refuses (``TenantDatabaseError/unsafeConfiguration(reason:)``) when:
     /// - the role, or a role it is a member of (directly or not, also through the session user), is a superuser
     ///   or has `BYPASSRLS`;
+    /// - the role may create temporary tables (`TEMPORARY` on the database, which `PUBLIC` has by default): a
+    ///   temporary table outlives the transaction and would carry one request's rows to the next on the
+    ///   connection;
     /// - the binding schema is missing, the role may create objects in it, is a member of its owner, may read
     ///   or change the binding key, or may call the MAC helper; or the role may not call `identity_rls.bind`;
     /// - a function in the schema is not `SECURITY DEFINER` or not owned by the schema's owner;
@@ -58,6 +61,11 @@ extension TenantDatabase {
             throw unsafe("the schema \(schema) is missing: run TenantDatabase.install(on:serviceRole:secret:logger:) as the tables' owner")
         }
         let (ownsSchema, mayCreate, mayTouchKey, mayMAC, mayBind, functionsSound) = try row.decode((Bool, Bool, Bool, Bool, Bool, Bool).self)
+        let temporary = try await connection.query(
+            "SELECT has_database_privilege(current_user, current_database(), 'TEMPORARY')", logger: logger).collect()
+        if try temporary.first?.decode(Bool.self) ?? true {
+            throw unsafe("the role may create temporary tables, which outlive a transaction on a pooled connection: REVOKE TEMPORARY ON DATABASE ... FROM PUBLIC")
+        }
         if ownsSchema { throw unsafe("the role is a member of the owner of \(schema)") }
         if mayCreate { throw unsafe("the role may create objects in \(schema)") }
         if mayTouchKey { throw unsafe("the role has privileges on \(schema).binding_key") }

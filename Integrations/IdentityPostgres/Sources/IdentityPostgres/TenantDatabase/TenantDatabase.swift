@@ -163,9 +163,18 @@ public final class TenantDatabase: Sendable {
         let binding = try currentBinding()
         guard isVerified else { throw TenantDatabaseError.notVerified }
         do {
-            return try await client.withConnection(isolation: isolation) { connection in
-                try await self.run(on: connection, binding: binding, isolation: isolation, body)
+            // A connection that still holds an earlier transaction's cursor is closed and another one is
+            // leased; a pool handing out nothing else is unavailable.
+            for _ in 0..<Self.maximumLeases {
+                do {
+                    return try await client.withConnection(isolation: isolation) { connection in
+                        try await self.run(on: connection, binding: binding, isolation: isolation, body)
+                    }
+                } catch is StaleConnection {
+                    continue
+                }
             }
+            throw TransactionStep(error: .unavailable(reason: "every connection leased held a cursor of an earlier transaction"))
         } catch let error as TransactionStep {
             throw error.error
         } catch let error as BodyFailure {
@@ -183,6 +192,12 @@ public final class TenantDatabase: Sendable {
     private struct TransactionStep: Error {
         let error: TenantDatabaseError
     }
+
+    /// How many connections one transaction leases at most while the ones it gets hold stale cursors.
+    static let maximumLeases = 4
+
+    /// The binding found a cursor of an earlier transaction on the connection: it was closed, lease another.
+    private struct StaleConnection: Error {}
 
     /// The body's error (or the cancellation that stopped the commit), passed on as it is.
     private struct BodyFailure: Error {
@@ -203,7 +218,11 @@ public final class TenantDatabase: Sendable {
         // From here on, every way out but a successful COMMIT rolls back.
         do {
             try await bind(connection, binding)
-        } catch {
+        } catch .stale {
+            await rollBack(connection)
+            await close(connection)
+            throw StaleConnection()
+        } catch let .refused(error) {
             await rollBack(connection)
             throw TransactionStep(error: error)
         }
@@ -237,18 +256,28 @@ public final class TenantDatabase: Sendable {
     }
 
     /// The one round trip that binds the transaction: the secret, the account and the tenant as parameters.
-    private func bind(_ connection: PostgresConnection, _ binding: Binding) async throws(TenantDatabaseError) {
+    /// Why the binding failed.
+    private enum BindingFailure: Error {
+        /// The connection holds a cursor `WITH HOLD` of an earlier transaction.
+        case stale
+        case refused(TenantDatabaseError)
+    }
+
+    private func bind(_ connection: PostgresConnection, _ binding: Binding) async throws(BindingFailure) {
         let secret = ByteBuffer(bytes: secret.bytes)
         do {
             try await connection.perform(
                 "SELECT identity_rls.bind(\(binding.boundAccount), \(binding.boundTenant), \(secret))", logger: logger)
         } catch {
             let refused = TenantDatabaseError.from(error, operation: "binding the transaction")
-            if case let .queryFailed(_, sqlState, message) = refused, sqlState == "42501" || sqlState == "42883" || sqlState == "3F000" {
-                // Insufficient privilege (a wrong secret, or no EXECUTE), or the function or schema missing.
-                throw .bindingRefused(message: message)
+            if case let .queryFailed(_, sqlState, message) = refused {
+                if sqlState == "55000" { throw .stale }
+                if sqlState == "42501" || sqlState == "42883" || sqlState == "3F000" {
+                    // Insufficient privilege (a wrong secret, or no EXECUTE), or the function or schema missing.
+                    throw .refused(.bindingRefused(message: message))
+                }
             }
-            throw refused
+            throw .refused(refused)
         }
     }
 
