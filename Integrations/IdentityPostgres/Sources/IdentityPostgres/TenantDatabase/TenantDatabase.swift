@@ -149,6 +149,8 @@ public final class TenantDatabase: Sendable {
     ///   source not loaded, a blocked or disallowed account, a name PostgreSQL cannot hold; and before
     ///   ``verify()`` succeeded, ``TenantDatabaseError/notVerified``.
     /// - Round trips: `BEGIN`, the binding, the body's, `COMMIT`.
+    /// - A connection that still holds a cursor `WITH HOLD` of an earlier transaction is closed, not bound, and
+    ///   another is leased (at most ``maximumLeases`` in all, then ``TenantDatabaseError/unavailable(reason:)``).
     /// - The body must not keep the connection, nor use it from another task after it returns.
     ///
     /// - Returns: what `body` returned, once the transaction committed.
@@ -194,7 +196,7 @@ public final class TenantDatabase: Sendable {
     }
 
     /// How many connections one transaction leases at most while the ones it gets hold stale cursors.
-    static let maximumLeases = 4
+    public static let maximumLeases = 4
 
     /// The binding found a cursor of an earlier transaction on the connection: it was closed, lease another.
     private struct StaleConnection: Error {}
@@ -255,7 +257,6 @@ public final class TenantDatabase: Sendable {
         return value
     }
 
-    /// The one round trip that binds the transaction: the secret, the account and the tenant as parameters.
     /// Why the binding failed.
     private enum BindingFailure: Error {
         /// The connection holds a cursor `WITH HOLD` of an earlier transaction.
@@ -263,6 +264,7 @@ public final class TenantDatabase: Sendable {
         case refused(TenantDatabaseError)
     }
 
+    /// The one round trip that binds the transaction: the secret, the account and the tenant as parameters.
     private func bind(_ connection: PostgresConnection, _ binding: Binding) async throws(BindingFailure) {
         let secret = ByteBuffer(bytes: secret.bytes)
         do {
