@@ -314,7 +314,7 @@ step_package_test_tsan() {
 step_postgres_tsan() {
     (cd Integrations/IdentityPostgres && INTEGRATIONS_TSAN_BUILD="$integrations_tsan_build" scripts/with-postgres.sh \
         swift test --scratch-path "$integrations_tsan_build" --sanitize=thread \
-            --filter "KeyStoreTests|PolicySourceTests|OfflineTests|KillRestartTests")
+            --filter "KeyStoreTests|PolicySourceTests|OfflineTests|KillRestartTests|TenantDatabase")
 }
 
 # The debug build the tests made (a release build would build Hummingbird, async-http-client and BoringSSL
@@ -348,7 +348,7 @@ full_lane() {
     ci_step "Integrations/IdentityVapor under ThreadSanitizer" step_package_test_tsan Integrations/IdentityVapor
     ci_step "Integrations/IdentityJWKS under ThreadSanitizer" step_package_test_tsan Integrations/IdentityJWKS
     ci_step "Integrations/IdentityNIO under ThreadSanitizer" step_package_test_tsan Integrations/IdentityNIO
-    ci_step "Integrations/IdentityPostgres under ThreadSanitizer (stores, offline, kill and restart)" step_postgres_tsan
+    ci_step "Integrations/IdentityPostgres under ThreadSanitizer (stores, offline, kill and restart, tenant isolation)" step_postgres_tsan
     ci_step "Examples/TenantService: tenant-load, with and without the middleware and a bare check" step_load
     ci_step "Benchmarks/: allocation thresholds" step_benchmarks
 }

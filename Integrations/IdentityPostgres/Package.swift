@@ -60,6 +60,7 @@ let package = Package(
                 .product(name: "IdentityRuntime", package: "swift-identity-runtime"),
                 .product(name: "IdentityProtection", package: "swift-identity-runtime"),
                 .product(name: "IdentityPolicy", package: "swift-identity-runtime"),
+                .product(name: "IdentityTesting", package: "swift-identity-runtime"),
             ],
             swiftSettings: strictSettings
         ),

@@ -2,6 +2,7 @@
 //
 //   identity-postgres-node serve [--shared DIR]   answers one command per stdin line (see `Server`)
 //   identity-postgres-node bench [--quick]        prints the speed figures of Sources/IdentityRuntime/IdentityRuntime.docc/RunningAFleet.md
+//   identity-postgres-node tenant-bench [--quick] a tenant-bound read against a plain one (TenantIsolationInPostgreSQL.md)
 //
 // The database comes from libpq's variables (PGHOST, PGPORT, PGUSER, PGDATABASE), the key-encryption keys from
 // IDENTITY_KEK (the StaticKeyEncryptionKeys text form).
@@ -14,7 +15,7 @@ struct Node {
     static func main() async throws {
         let arguments = Array(CommandLine.arguments.dropFirst())
         guard let command = arguments.first else {
-            FileHandle.standardError.write(Data("usage: identity-postgres-node serve [--shared DIR] | bench [--quick]\n".utf8))
+            FileHandle.standardError.write(Data("usage: identity-postgres-node serve [--shared DIR] | bench [--quick] | tenant-bench [--quick]\n".utf8))
             exit(64)
         }
         guard var configuration = PostgresFleetConfiguration.fromEnvironment() else {
@@ -23,6 +24,10 @@ struct Node {
         }
         configuration.queryTimeout = Double(ProcessInfo.processInfo.environment["IDENTITY_PG_QUERY_TIMEOUT"] ?? "") ?? 2
         configuration.connectTimeout = 1
+        if command == "tenant-bench" {
+            try await TenantBench(configuration: configuration, quick: arguments.contains("--quick")).run()
+            return
+        }
         let keks = try StaticKeyEncryptionKeys(environmentVariable: "IDENTITY_KEK")
         switch command {
         case "serve":

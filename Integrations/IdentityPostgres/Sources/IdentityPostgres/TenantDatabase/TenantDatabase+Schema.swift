@@ -1,0 +1,212 @@
+import Logging
+import NIOCore
+import PostgresNIO
+
+extension TenantDatabase {
+    /// The schema that holds the binding functions and the binding key.
+    public static let schemaName = "identity_rls"
+    /// The permissive policy ``rowLevelSecurity(table:tenantColumn:accountColumn:)`` creates: it grants the
+    /// bound tenant's rows.
+    public static let policyName = "identity_tenant"
+    /// The restrictive policy ``rowLevelSecurity(table:tenantColumn:accountColumn:)`` creates: it is ANDed with
+    /// every other policy on the table, so a policy added later can narrow the view but never widen it to
+    /// another tenant.
+    public static let guardPolicyName = "identity_tenant_guard"
+
+    /// The statements that set up row-level security on `table`: enable and `FORCE` it (so that the table's
+    /// owner is held to it too), and the two policies, for reads (`USING`) and writes (`WITH CHECK`), each
+    /// comparing the row's `tenantColumn` with the transaction's bound tenant and, when `accountColumn` is given,
+    /// the row's `accountColumn` with the bound account:
+    ///
+    /// ```sql
+    /// ALTER TABLE "documents" ENABLE ROW LEVEL SECURITY
+    /// ALTER TABLE "documents" FORCE ROW LEVEL SECURITY
+    /// DROP POLICY IF EXISTS "identity_tenant" ON "documents"
+    /// CREATE POLICY "identity_tenant" ON "documents" AS PERMISSIVE FOR ALL TO PUBLIC
+    ///     USING ("tenant" = (SELECT identity_rls.current_tenant()))
+    ///     WITH CHECK ("tenant" = (SELECT identity_rls.current_tenant()))
+    /// DROP POLICY IF EXISTS "identity_tenant_guard" ON "documents"
+    /// CREATE POLICY "identity_tenant_guard" ON "documents" AS RESTRICTIVE FOR ALL TO PUBLIC ...
+    /// ```
+    ///
+    /// Run them in one transaction as the table's owner (not the service's role), after
+    /// ``install(on:serviceRole:secret:logger:)``. The columns hold text: the bound values are the case-folded
+    /// account name (`Identity.foldedName`) and the case-folded tenant (`PolicyManager.tenant(for:)`). Let the
+    /// database fill them, `DEFAULT identity_rls.current_tenant()` and `DEFAULT identity_rls.current_account()`,
+    /// so that the service never writes them itself. Outside a bound transaction both functions return `NULL`,
+    /// and a comparison with `NULL` is never true: no row is read or written.
+    ///
+    /// - Parameters:
+    ///   - table: the table, optionally qualified by its schema (`app.documents`); taken exactly (quoted).
+    ///   - tenantColumn: the column holding each row's tenant.
+    ///   - accountColumn: the column holding each row's account, for rows of one account only; `nil` for rows
+    ///     every account of the tenant shares.
+    /// - Throws: ``TenantDatabaseError/invalidIdentifier(_:)`` for a name that is not a plain identifier.
+    public static func rowLevelSecurity(
+        table: String, tenantColumn: String, accountColumn: String? = nil
+    ) throws(TenantDatabaseError) -> [String] {
+        let table = try SQLTableName(table).quoted
+        var condition = "\(try SQLIdentifier(tenantColumn).quoted) = (SELECT \(schemaName).current_tenant())"
+        if let accountColumn {
+            condition += " AND \(try SQLIdentifier(accountColumn).quoted) = (SELECT \(schemaName).current_account())"
+        }
+        // The functions are wrapped in a sub-select so that PostgreSQL evaluates them once per statement (an
+        // InitPlan), not once per row.
+        return [
+            "ALTER TABLE \(table) ENABLE ROW LEVEL SECURITY",
+            "ALTER TABLE \(table) FORCE ROW LEVEL SECURITY",
+            "DROP POLICY IF EXISTS \"\(policyName)\" ON \(table)",
+            "CREATE POLICY \"\(policyName)\" ON \(table) AS PERMISSIVE FOR ALL TO PUBLIC USING (\(condition)) WITH CHECK (\(condition))",
+            "DROP POLICY IF EXISTS \"\(guardPolicyName)\" ON \(table)",
+            "CREATE POLICY \"\(guardPolicyName)\" ON \(table) AS RESTRICTIVE FOR ALL TO PUBLIC USING (\(condition)) WITH CHECK (\(condition))",
+        ]
+    }
+
+    /// The statements that create the binding schema (``schemaName``), its key table and functions, and give
+    /// `serviceRole` the right to call the three functions it needs and nothing else there:
+    ///
+    /// - `identity_rls.binding_key`: one row, the SHA-256 verifier of the ``BindingSecret`` and two random MAC
+    ///   keys; readable by its owner only.
+    /// - `identity_rls.bind(account, tenant, secret)` (`SECURITY DEFINER`): refuses unless `secret` matches the
+    ///   verifier, then sets the transaction-local settings `identity.account`, `identity.tenant` and
+    ///   `identity.binding`, a MAC of both names with the server process and the transaction's start time. It
+    ///   also refuses (SQLSTATE 55000) while the session holds a cursor `WITH HOLD` of an earlier transaction;
+    ///   the runtime then closes that connection and binds on another.
+    /// - `identity_rls.current_tenant()`, `identity_rls.current_account()` (`SECURITY DEFINER`, `STABLE`): the
+    ///   bound tenant or account when `identity.binding` is the MAC of the settings *in this transaction*;
+    ///   otherwise `NULL`. A value set by any other means (`set_config`, `SET`, a setting copied from an earlier
+    ///   transaction) fails the MAC and binds nothing.
+    ///
+    /// Run them (through ``install(on:serviceRole:secret:logger:)``, which also stores the secret's verifier) as
+    /// the role that owns the protected tables, or another role the service's role is no member of.
+    /// - Throws: ``TenantDatabaseError/invalidIdentifier(_:)`` when `serviceRole` is not a plain identifier.
+    public static func installationStatements(serviceRole: String) throws(TenantDatabaseError) -> [String] {
+        let service = try SQLIdentifier(serviceRole).quoted
+        let schema = schemaName
+        // Every function pins its search_path, so that no object the service's role creates can stand in for
+        // one it calls; the MAC helper is callable by the owner only.
+        let pinned = "SET search_path = pg_catalog, pg_temp"
+        return [
+            "CREATE SCHEMA IF NOT EXISTS \(schema)",
+            "REVOKE ALL ON SCHEMA \(schema) FROM PUBLIC",
+            """
+            CREATE TABLE IF NOT EXISTS \(schema).binding_key (
+                only_row boolean PRIMARY KEY DEFAULT true CHECK (only_row),
+                verifier bytea NOT NULL,
+                inner_key bytea NOT NULL CHECK (octet_length(inner_key) >= 32),
+                outer_key bytea NOT NULL CHECK (octet_length(outer_key) >= 32))
+            """,
+            "REVOKE ALL ON TABLE \(schema).binding_key FROM PUBLIC",
+            // The message names the server process and the start of the transaction (neither can be chosen by
+            // SQL), so a binding is good in its own transaction only; the account's byte length makes the
+            // concatenation unambiguous. sha256(outer || sha256(inner || message)) is NMAC-SHA-256, a PRF.
+            """
+            CREATE OR REPLACE FUNCTION \(schema).mac(account text, tenant text) RETURNS text
+            LANGUAGE sql STABLE SECURITY DEFINER \(pinned) AS $$
+                SELECT encode(sha256(k.outer_key || sha256(k.inner_key || convert_to(
+                    pg_backend_pid()::text || '|'
+                    || (extract(epoch FROM transaction_timestamp()) * 1000000)::bigint::text || '|'
+                    || octet_length(account)::text || '|' || account || tenant, 'UTF8'))), 'hex')
+                FROM \(schema).binding_key k
+            $$
+            """,
+            "REVOKE ALL ON FUNCTION \(schema).mac(text, text) FROM PUBLIC",
+            """
+            CREATE OR REPLACE FUNCTION \(schema).bind(account text, tenant text, secret bytea) RETURNS boolean
+            LANGUAGE plpgsql VOLATILE SECURITY DEFINER \(pinned) AS $$
+            BEGIN
+                IF account IS NULL OR tenant IS NULL OR account = '' OR tenant = '' OR secret IS NULL
+                   OR NOT EXISTS (SELECT 1 FROM \(schema).binding_key WHERE verifier = sha256(secret)) THEN
+                    RAISE EXCEPTION 'identity binding refused' USING ERRCODE = '42501';
+                END IF;
+                -- A cursor WITH HOLD outlives the transaction that filled it: on a pooled connection it would
+                -- hand an earlier request's rows to this one. The runtime drops such a connection.
+                IF EXISTS (SELECT 1 FROM pg_cursors WHERE is_holdable) THEN
+                    RAISE EXCEPTION 'identity binding refused: the connection holds a cursor of an earlier transaction'
+                        USING ERRCODE = '55000';
+                END IF;
+                PERFORM set_config('identity.account', account, true), set_config('identity.tenant', tenant, true),
+                        set_config('identity.binding', \(schema).mac(account, tenant), true);
+                RETURN true;
+            END
+            $$
+            """,
+            "REVOKE ALL ON FUNCTION \(schema).bind(text, text, bytea) FROM PUBLIC",
+            """
+            CREATE OR REPLACE FUNCTION \(schema).current_tenant() RETURNS text
+            LANGUAGE sql STABLE SECURITY DEFINER \(pinned) AS $$
+                SELECT s.t FROM (SELECT current_setting('identity.tenant', true) AS t,
+                                        current_setting('identity.account', true) AS a,
+                                        current_setting('identity.binding', true) AS b) s
+                WHERE s.t <> '' AND s.a <> '' AND s.b = \(schema).mac(s.a, s.t)
+            $$
+            """,
+            "REVOKE ALL ON FUNCTION \(schema).current_tenant() FROM PUBLIC",
+            """
+            CREATE OR REPLACE FUNCTION \(schema).current_account() RETURNS text
+            LANGUAGE sql STABLE SECURITY DEFINER \(pinned) AS $$
+                SELECT s.a FROM (SELECT current_setting('identity.tenant', true) AS t,
+                                        current_setting('identity.account', true) AS a,
+                                        current_setting('identity.binding', true) AS b) s
+                WHERE s.t <> '' AND s.a <> '' AND s.b = \(schema).mac(s.a, s.t)
+            $$
+            """,
+            "REVOKE ALL ON FUNCTION \(schema).current_account() FROM PUBLIC",
+            "GRANT USAGE ON SCHEMA \(schema) TO \(service)",
+            """
+            GRANT EXECUTE ON FUNCTION \(schema).bind(text, text, bytea), \(schema).current_tenant(),
+                \(schema).current_account() TO \(service)
+            """,
+        ]
+    }
+
+    /// Creates or updates the binding schema (``installationStatements(serviceRole:)``) and stores the
+    /// verifier of `secret` with two new random MAC keys, in one transaction on `connection`.
+    ///
+    /// Run it as the role that owns the protected tables (or another role `serviceRole` is no member of), never as
+    /// the service's role: that role would then own the key and could forge bindings, which ``verify()`` refuses.
+    /// Installing again replaces the secret and the MAC keys: transactions bound before then see no rows.
+    ///
+    /// ```swift
+    /// let secret = TenantDatabase.BindingSecret.generate()   // store secret.base64 with the service
+    /// try await TenantDatabase.install(on: ownerConnection, serviceRole: "app_service", secret: secret, logger: logger)
+    /// for statement in try TenantDatabase.rowLevelSecurity(table: "documents", tenantColumn: "tenant") {
+    ///     try await ownerConnection.query(PostgresQuery(unsafeSQL: statement), logger: logger)
+    /// }
+    /// ```
+    /// - Throws: ``TenantDatabaseError/invalidIdentifier(_:)``; ``TenantDatabaseError/queryFailed(operation:sqlState:message:)``
+    ///   or ``TenantDatabaseError/unavailable(reason:)`` from the server (nothing is changed then).
+    public static func install(
+        on connection: PostgresConnection, serviceRole: String, secret: BindingSecret, logger: Logger
+    ) async throws(TenantDatabaseError) {
+        let statements = try installationStatements(serviceRole: serviceRole)
+        let inner = BindingSecret.generate()
+        let outer = BindingSecret.generate()
+        let operation = "installing \(schemaName)"
+        do {
+            try await connection.perform("BEGIN", logger: logger)
+            do {
+                for statement in statements {
+                    try await connection.perform(PostgresQuery(unsafeSQL: statement), logger: logger)
+                }
+                let verifier = ByteBuffer(bytes: secret.bytes)
+                let innerKey = ByteBuffer(bytes: inner.bytes)
+                let outerKey = ByteBuffer(bytes: outer.bytes)
+                try await connection.perform("""
+                    INSERT INTO identity_rls.binding_key (only_row, verifier, inner_key, outer_key)
+                    VALUES (true, sha256(\(verifier)), \(innerKey), \(outerKey))
+                    ON CONFLICT (only_row) DO UPDATE
+                    SET verifier = excluded.verifier, inner_key = excluded.inner_key, outer_key = excluded.outer_key
+                    """, logger: logger)
+                try await connection.perform("COMMIT", logger: logger)
+            } catch {
+                // The statement's error is the one to report; a rollback that fails too means the connection
+                // broke, and a broken connection cannot commit what was begun.
+                _ = try? await connection.perform("ROLLBACK", logger: logger)
+                throw error
+            }
+        } catch {
+            throw TenantDatabaseError.from(error, operation: operation)
+        }
+    }
+}

@@ -1,0 +1,93 @@
+import PostgresNIO
+import Synchronization
+
+extension TenantDatabase {
+    /// Checks, on a connection of the pool, that row-level security holds for the pool's role; until it succeeds
+    /// ``withTransaction(isolation:_:)`` refuses with ``TenantDatabaseError/notVerified``. Call it at start-up
+    /// (a service that cannot verify should not start).
+    ///
+    /// It refuses (``TenantDatabaseError/unsafeConfiguration(reason:)``) when:
+    /// - the role, or a role it is a member of (directly or not, also through the session user), is a superuser
+    ///   or has `BYPASSRLS`;
+    /// - the role may create temporary tables (`TEMPORARY` on the database, which `PUBLIC` has by default): a
+    ///   temporary table outlives the transaction and would carry one request's rows to the next on the
+    ///   connection;
+    /// - the binding schema is missing, the role may create objects in it, is a member of its owner, may read
+    ///   or change the binding key, or may call the MAC helper; or the role may not call `identity_rls.bind`;
+    /// - a function in the schema is not `SECURITY DEFINER` or not owned by the schema's owner;
+    /// - a protected table is missing or not an ordinary table, does not have row-level security enabled and
+    ///   forced, lacks the restrictive guard policy (``guardPolicyName``), is owned by the role or a role it is a
+    ///   member of (its owner could turn the policies off), or may be truncated by the role (`TRUNCATE` ignores
+    ///   row-level security).
+    ///
+    /// > Note: It checks the set-up as it is now. Changing roles or tables later (as their owner) is not
+    /// > noticed until the next `verify()`.
+    public func verify() async throws(TenantDatabaseError) {
+        do {
+            try await client.withConnection { connection in
+                try await self.verify(on: connection)
+            }
+        } catch let error as TenantDatabaseError {
+            throw error
+        } catch {
+            throw .from(error, operation: "verifying the tenant database")
+        }
+        verified.store(true, ordering: .releasing)
+    }
+
+    private func verify(on connection: PostgresConnection) async throws {
+        func unsafe(_ reason: String) -> TenantDatabaseError { .unsafeConfiguration(reason: reason) }
+        let roles = try await connection.query("""
+            SELECT r.rolname, r.rolsuper, r.rolbypassrls FROM pg_roles r
+            WHERE pg_has_role(current_user, r.oid, 'MEMBER') OR pg_has_role(session_user, r.oid, 'MEMBER')
+            ORDER BY r.rolsuper DESC, r.rolbypassrls DESC, r.rolname
+            """, logger: logger)
+        for try await (name, isSuperuser, bypassesRLS) in roles.decode((String, Bool, Bool).self) {
+            if isSuperuser { throw unsafe("the role \(String(reflecting: name)) is a superuser") }
+            if bypassesRLS { throw unsafe("the role \(String(reflecting: name)) has BYPASSRLS") }
+        }
+        let schema = Self.schemaName
+        let schemaRows = try await connection.query("""
+            SELECT pg_has_role(current_user, n.nspowner, 'MEMBER') OR pg_has_role(session_user, n.nspowner, 'MEMBER'),
+                   has_schema_privilege(current_user, n.oid, 'CREATE'),
+                   has_table_privilege(current_user, 'identity_rls.binding_key', 'SELECT, INSERT, UPDATE, DELETE, TRUNCATE, REFERENCES, TRIGGER'),
+                   has_function_privilege(current_user, 'identity_rls.mac(text, text)', 'EXECUTE'),
+                   has_function_privilege(current_user, 'identity_rls.bind(text, text, bytea)', 'EXECUTE'),
+                   NOT EXISTS (SELECT 1 FROM pg_proc p WHERE p.pronamespace = n.oid
+                               AND (NOT p.prosecdef OR p.proowner <> n.nspowner))
+            FROM pg_namespace n WHERE n.nspname = \(schema)
+            """, logger: logger).collect()
+        guard let row = schemaRows.first else {
+            throw unsafe("the schema \(schema) is missing: run TenantDatabase.install(on:serviceRole:secret:logger:) as the tables' owner")
+        }
+        let (ownsSchema, mayCreate, mayTouchKey, mayMAC, mayBind, functionsSound) = try row.decode((Bool, Bool, Bool, Bool, Bool, Bool).self)
+        let temporary = try await connection.query(
+            "SELECT has_database_privilege(current_user, current_database(), 'TEMPORARY')", logger: logger).collect()
+        if try temporary.first?.decode(Bool.self) ?? true {
+            throw unsafe("the role may create temporary tables, which outlive a transaction on a pooled connection: REVOKE TEMPORARY ON DATABASE ... FROM PUBLIC")
+        }
+        if ownsSchema { throw unsafe("the role is a member of the owner of \(schema)") }
+        if mayCreate { throw unsafe("the role may create objects in \(schema)") }
+        if mayTouchKey { throw unsafe("the role has privileges on \(schema).binding_key") }
+        if mayMAC { throw unsafe("the role may call \(schema).mac") }
+        if !mayBind { throw unsafe("the role may not call \(schema).bind: grant it with installationStatements(serviceRole:)") }
+        if !functionsSound { throw unsafe("a function in \(schema) is not SECURITY DEFINER or not owned by the schema's owner") }
+        for table in tables {
+            let tableRows = try await connection.query("""
+                SELECT c.relkind::text, c.relrowsecurity, c.relforcerowsecurity,
+                       pg_has_role(current_user, c.relowner, 'MEMBER') OR pg_has_role(session_user, c.relowner, 'MEMBER'),
+                       has_table_privilege(current_user, c.oid, 'TRUNCATE'),
+                       EXISTS (SELECT 1 FROM pg_policy p WHERE p.polrelid = c.oid AND p.polname = \(Self.guardPolicyName)
+                               AND NOT p.polpermissive AND p.polcmd = '*')
+                FROM pg_class c WHERE c.oid = to_regclass(\(table.quoted))
+                """, logger: logger).collect()
+            guard let row = tableRows.first else { throw unsafe("the protected table \(table) does not exist") }
+            let (kind, enabled, forced, owns, mayTruncate, guarded) = try row.decode((String, Bool, Bool, Bool, Bool, Bool).self)
+            if kind != "r" { throw unsafe("\(table) is not an ordinary table (partitions and views are not checked)") }
+            if !enabled || !forced { throw unsafe("\(table) does not have row-level security enabled and forced") }
+            if owns { throw unsafe("the role is a member of the owner of \(table), which may turn its policies off") }
+            if mayTruncate { throw unsafe("the role may TRUNCATE \(table), which ignores row-level security") }
+            if !guarded { throw unsafe("\(table) lacks the restrictive policy \(Self.guardPolicyName)") }
+        }
+    }
+}

@@ -1,0 +1,320 @@
+import IdentityPolicy
+import IdentityProtection
+import IdentityRuntime
+import Logging
+import NIOCore
+import PostgresNIO
+import Synchronization
+
+/// Tenant isolation inside PostgreSQL: every transaction opened through it is bound to the caller's account and
+/// tenant, and the tables' row-level security lets it see and write that tenant's rows only, even when the
+/// service's own SQL forgets `WHERE tenant = $1`.
+///
+/// ```swift
+/// let database = TenantDatabase(client: client, policies: policies, secret: secret,
+///                               protectedTables: ["documents"])
+/// try await database.verify()                      // at start-up: refuses an unsafe set-up
+/// // in a request handler, running under the caller's identity:
+/// let titles = try await database.withTransaction { connection in
+///     try await connection.query("SELECT title FROM documents", logger: logger)   // this tenant's rows only
+///         .collect().map { try $0.decode(String.self) }
+/// }
+/// ```
+///
+/// ## What a transaction does
+/// ``withTransaction(isolation:_:)`` takes the caller's effective file identity (its thread identity, else the
+/// process identity) and, before the database is asked, refuses with a ``TenantDatabaseError`` when there is
+/// none, when it is `Identity.unmanaged`, when the `PolicyManager`'s policy source has not loaded, when the
+/// account is blocked or not among the allowed accounts. Otherwise it leases a connection from the pool and
+/// sends `BEGIN`, then one statement, `SELECT identity_rls.bind($1, $2, $3)`, with the case-folded account, its
+/// case-folded tenant (`PolicyManager.tenant(for:)`) and the ``BindingSecret`` as bound parameters: the
+/// function checks the secret and sets transaction-local settings with a MAC only the database can compute.
+/// Then the body runs, then `COMMIT` (`ROLLBACK` when the body throws or its task is cancelled). That is one
+/// round trip more than the same transaction without the runtime.
+///
+/// ## What the body cannot do
+/// The tables' policies (``rowLevelSecurity(table:tenantColumn:accountColumn:)``) compare rows with
+/// `identity_rls.current_tenant()`, which returns the bound tenant only while the MAC matches the settings *and
+/// this transaction*. So SQL in the body that changes the settings (`set_config`, `SET`, `SET LOCAL`, `RESET`),
+/// copies them from an earlier transaction, ends the transaction and starts another, or calls
+/// `identity_rls.bind` without the secret, binds nothing: it sees no protected rows at all. `SET ROLE` and
+/// `SET SESSION AUTHORIZATION` to a role that could bypass the policies are refused by PostgreSQL itself, as
+/// long as the service's role is a member of no such role, which ``verify()`` checks.
+///
+/// ## Pool hygiene
+/// The settings are transaction-local: after the commit or rollback the connection carries nothing of the
+/// transaction, and a query through the pool outside ``withTransaction(isolation:_:)`` sees no protected row.
+/// When the rollback itself fails (the connection broke) the connection is closed, never handed back in a
+/// transaction.
+///
+/// > Warning: The isolation holds against SQL, not against Swift code that holds the ``BindingSecret``. Keep the
+/// > secret out of reach of request handlers, as any other credential.
+public final class TenantDatabase: Sendable {
+    /// The connection pool. Its role must be the service's role: no superuser, no `BYPASSRLS`, owner of no
+    /// protected table (``verify()``).
+    public let client: PostgresClient
+    /// Decides who may open a transaction and each account's tenant.
+    public let policies: PolicyManager
+    /// The tables ``verify()`` checks.
+    public let protectedTables: [String]
+    /// Where the transactions' failures are logged (none by default).
+    public let logger: Logger
+
+    let secret: BindingSecret
+    let tables: [SQLTableName]
+    let verified = Atomic<Bool>(false)
+
+    /// A logger that drops everything.
+    static let silentLogger = Logger(label: "identity-tenant-database", factory: { _ in SwiftLogNoOpLogHandler() })
+
+    /// - Parameters:
+    ///   - client: the pool, connecting as the service's role. Run it (`client.run()`) as usual.
+    ///   - policies: the `PolicyManager` that admits accounts and answers their tenants.
+    ///   - secret: the secret installed with ``install(on:serviceRole:secret:logger:)``.
+    ///   - protectedTables: the tables under ``rowLevelSecurity(table:tenantColumn:accountColumn:)``, for
+    ///     ``verify()``.
+    ///   - logger: where failures are logged.
+    /// - Throws: ``TenantDatabaseError/invalidIdentifier(_:)`` for a table name that is not a plain identifier.
+    public init(
+        client: PostgresClient, policies: PolicyManager, secret: BindingSecret, protectedTables: [String],
+        logger: Logger? = nil
+    ) throws(TenantDatabaseError) {
+        var tables: [SQLTableName] = []
+        for table in protectedTables { tables.append(try SQLTableName(table)) }
+        self.client = client
+        self.policies = policies
+        self.secret = secret
+        self.protectedTables = protectedTables
+        self.tables = tables
+        self.logger = logger ?? Self.silentLogger
+    }
+
+    /// Whether ``verify()`` has succeeded on this instance.
+    public var isVerified: Bool { verified.load(ordering: .acquiring) }
+
+    /// What a transaction is bound to: the values `identity_rls.current_account()` and
+    /// `identity_rls.current_tenant()` return inside it.
+    public struct Binding: Sendable, Hashable {
+        /// The caller's account.
+        public let account: Identity
+        /// The account's tenant (`PolicyManager.tenant(for:)`).
+        public let tenant: TenantID
+        /// The account as bound: its case-folded name (`Identity.foldedName`).
+        public let boundAccount: String
+        /// The tenant as bound: its case-folded name.
+        public let boundTenant: String
+    }
+
+    /// The binding a transaction opened now by the caller would get (its effective file identity), or the
+    /// refusal: the checks ``withTransaction(isolation:_:)`` makes before it asks the database.
+    public func currentBinding() throws(TenantDatabaseError) -> Binding {
+        try binding(for: IdentityContext.effectiveFileIdentity)
+    }
+
+    /// The binding a transaction opened now under `identity` would get, or the refusal (see
+    /// ``TenantDatabaseError``): no identity, `Identity.unmanaged`, an unloaded policy source, a blocked or
+    /// disallowed account, a name PostgreSQL cannot hold.
+    public func binding(for identity: Identity?) throws(TenantDatabaseError) -> Binding {
+        guard let account = identity else { throw .noIdentity }
+        guard !account.isUnmanaged else { throw .unmanagedIdentity }
+        // The same rule as every protected read and write: undecided before the source loads, refused when
+        // blocked.
+        switch policies.refusal(of: .create, to: account) {
+        case nil: break
+        case let .policyUnavailable(reason)?: throw .policyUnavailable(reason: reason)
+        case .accountBlocked?: throw .accountBlocked(account, reason: policies.blockReason(for: account))
+        case let other?: throw .policyUnavailable(reason: other.description)
+        }
+        if let allowed = policies.settings.allowedAccounts, !allowed.contains(account) {
+            throw .accountNotAllowed(account)
+        }
+        let tenant = policies.tenant(for: account)
+        // A domain-less account's own tenant ("svc@") equals no tenant made from a string; a registered tenant
+        // ID spelled the same way would share its rows, so it is refused rather than bound.
+        if tenant == TenantID(tenant.rawValue), tenant.rawValue.hasSuffix("@") {
+            throw .unrepresentableName(tenant.rawValue)
+        }
+        let boundAccount = account.foldedName
+        let boundTenant = Identity(tenant.rawValue).foldedName
+        for name in [boundAccount, boundTenant] where name.utf8.contains(0) || name.isEmpty {
+            throw .unrepresentableName(name)
+        }
+        return Binding(account: account, tenant: tenant, boundAccount: boundAccount, boundTenant: boundTenant)
+    }
+
+    /// Runs `body` with a connection inside a transaction bound to the caller's effective identity and its
+    /// tenant; commits when it returns, rolls back when it throws or its task is cancelled.
+    ///
+    /// - Refused before the database is asked (``currentBinding()``): no identity, `Identity.unmanaged`, policy
+    ///   source not loaded, a blocked or disallowed account, a name PostgreSQL cannot hold; and before
+    ///   ``verify()`` succeeded, ``TenantDatabaseError/notVerified``.
+    /// - Round trips: `BEGIN`, the binding, the body's, `COMMIT`.
+    /// - A connection that still holds a cursor `WITH HOLD` of an earlier transaction is closed, not bound, and
+    ///   another is leased (at most ``maximumLeases`` in all, then ``TenantDatabaseError/unavailable(reason:)``).
+    /// - The body must not keep the connection, nor use it from another task after it returns.
+    ///
+    /// - Returns: what `body` returned, once the transaction committed.
+    /// - Throws: a ``TenantDatabaseError`` for a refusal, a failed `BEGIN`, binding or `COMMIT`, and
+    ///   ``TenantDatabaseError/rolledBack`` when the body swallowed a failed statement (PostgreSQL then answers
+    ///   `COMMIT` with a rollback); the body's own error, after the rollback, when it threw; `CancellationError`
+    ///   when its task was cancelled and the body returned anyway (rolled back).
+    public func withTransaction<Result>(
+        isolation: isolated (any Actor)? = #isolation,
+        _ body: (PostgresConnection) async throws -> sending Result
+    ) async throws -> sending Result {
+        let binding = try currentBinding()
+        guard isVerified else { throw TenantDatabaseError.notVerified }
+        do {
+            // A connection that still holds an earlier transaction's cursor is closed and another one is
+            // leased; a pool handing out nothing else is unavailable.
+            for _ in 0..<Self.maximumLeases {
+                do {
+                    return try await client.withConnection(isolation: isolation) { connection in
+                        try await self.run(on: connection, binding: binding, isolation: isolation, body)
+                    }
+                } catch is StaleConnection {
+                    continue
+                }
+            }
+            throw TransactionStep(error: .unavailable(reason: "every connection leased held a cursor of an earlier transaction"))
+        } catch let error as TransactionStep {
+            throw error.error
+        } catch let error as BodyFailure {
+            throw error.error
+        } catch is CancellationError {
+            throw CancellationError()
+        } catch {
+            // Only the pool throws unwrapped errors: no connection could be leased.
+            throw TenantDatabaseError.from(error, operation: "leasing a connection")
+        }
+    }
+
+    /// An error of the transaction's own steps (`BEGIN`, the binding, `COMMIT`), told apart from the body's
+    /// errors and from the pool's.
+    private struct TransactionStep: Error {
+        let error: TenantDatabaseError
+    }
+
+    /// How many connections one transaction leases at most while the ones it gets hold stale cursors.
+    public static let maximumLeases = 4
+
+    /// The binding found a cursor of an earlier transaction on the connection: it was closed, lease another.
+    private struct StaleConnection: Error {}
+
+    /// The body's error (or the cancellation that stopped the commit), passed on as it is.
+    private struct BodyFailure: Error {
+        let error: any Error
+    }
+
+    private func run<Result>(
+        on connection: PostgresConnection, binding: Binding, isolation: isolated (any Actor)?,
+        _ body: (PostgresConnection) async throws -> sending Result
+    ) async throws -> sending Result {
+        do {
+            try await connection.perform("BEGIN", logger: logger)
+        } catch {
+            // Unless the server refused it, BEGIN may have run: the connection is not handed back.
+            if (error as? PSQLError)?.code != .server { await close(connection) }
+            throw TransactionStep(error: .from(error, operation: "BEGIN"))
+        }
+        // From here on, every way out but a successful COMMIT rolls back.
+        do {
+            try await bind(connection, binding)
+        } catch .stale {
+            await rollBack(connection)
+            await close(connection)
+            throw StaleConnection()
+        } catch let .refused(error) {
+            await rollBack(connection)
+            throw TransactionStep(error: error)
+        }
+        let value: Result
+        do {
+            value = try await body(connection)
+        } catch {
+            await rollBack(connection)
+            throw BodyFailure(error: error)
+        }
+        // A cancelled request does not commit what its body did, even when the body did not notice.
+        if Task.isCancelled {
+            await rollBack(connection)
+            throw BodyFailure(error: CancellationError())
+        }
+        let command: String
+        do {
+            try connection.checkOpen()
+            command = try await connection.query("COMMIT", logger: logger) { _ in }.get().command
+        } catch {
+            // After a server's refusal (a deferred constraint, a serialization failure) the server has ended
+            // the transaction; after anything else the connection's state is unknown: it is closed, so that the
+            // pool never hands out a connection still inside this transaction.
+            if (error as? PSQLError)?.code != .server { await close(connection) }
+            throw TransactionStep(error: .from(error, operation: "COMMIT"))
+        }
+        // PostgreSQL answers COMMIT of a transaction that failed (a statement's error the body caught) with
+        // ROLLBACK and no error: nothing was kept, and the caller must hear it.
+        guard command == "COMMIT" else { throw TransactionStep(error: .rolledBack) }
+        return value
+    }
+
+    /// Why the binding failed.
+    private enum BindingFailure: Error {
+        /// The connection holds a cursor `WITH HOLD` of an earlier transaction.
+        case stale
+        case refused(TenantDatabaseError)
+    }
+
+    /// The one round trip that binds the transaction: the secret, the account and the tenant as parameters.
+    private func bind(_ connection: PostgresConnection, _ binding: Binding) async throws(BindingFailure) {
+        let secret = ByteBuffer(bytes: secret.bytes)
+        do {
+            try await connection.perform(
+                "SELECT identity_rls.bind(\(binding.boundAccount), \(binding.boundTenant), \(secret))", logger: logger)
+        } catch {
+            let refused = TenantDatabaseError.from(error, operation: "binding the transaction")
+            if case let .queryFailed(_, sqlState, message) = refused {
+                if sqlState == "55000" { throw .stale }
+                if sqlState == "42501" || sqlState == "42883" || sqlState == "3F000" {
+                    // Insufficient privilege (a wrong secret, or no EXECUTE), or the function or schema missing.
+                    throw .refused(.bindingRefused(message: message))
+                }
+            }
+            throw .refused(refused)
+        }
+    }
+
+    /// Rolls back; a connection whose rollback failed may still be inside the bound transaction, so it is
+    /// closed rather than returned to the pool.
+    private func rollBack(_ connection: PostgresConnection) async {
+        do {
+            try await connection.perform("ROLLBACK", logger: logger)
+        } catch {
+            logger.warning("ROLLBACK failed; closing the connection", metadata: ["error": "\(String(reflecting: error))"])
+            await close(connection)
+        }
+    }
+
+    private func close(_ connection: PostgresConnection) async {
+        do {
+            try await connection.close()
+        } catch {
+            // Closing a connection that is already closed fails: either way it is not used again.
+            logger.debug("closing the connection failed", metadata: ["error": "\(String(reflecting: error))"])
+        }
+    }
+}
+
+extension PostgresConnection {
+    /// Runs `query` and reads its answer to the end: a statement's error can arrive after its first rows (an
+    /// exception raised by a function), and is only seen by reading them.
+    func perform(_ query: PostgresQuery, logger: Logger) async throws {
+        try checkOpen()
+        for try await _ in try await self.query(query, logger: logger) {}
+    }
+
+    /// Refuses a connection that is already closed (the server went away): postgres-nio 1.33 never answers a
+    /// query written to a closed connection, so it is not sent.
+    func checkOpen() throws(TenantDatabaseError) {
+        if isClosed { throw .unavailable(reason: "the connection to the database closed") }
+    }
+}
