@@ -213,6 +213,8 @@ public enum IsolationStress {
         /// Fault episodes: policy documents changed, wipes of accounts and of tenants.
         public var policyChanges: Int
         public var wipes: Int
+        /// `.async` calls cancelled before they had answered (the cancellation fault injected).
+        public var cancellations: Int = 0
         public var operations: Int
         public var seconds: Double
 
@@ -234,7 +236,7 @@ public enum IsolationStress {
                     + cell(row.undecided, 10) + cell(row.interrupted, 12) + cell(row.violations, 12))
             }
             lines.append("\(operations) operations, \(blockChanges) block changes, \(policyChanges) policy document changes and "
-                + "\(wipes) wipes in \(String(format: "%.1f", seconds)) s: \(violationCount) violations, "
+                + "\(wipes) wipes, \(cancellations) cancelled calls in \(String(format: "%.1f", seconds)) s: \(violationCount) violations, "
                 + "\(leakedBytes) plaintext bytes leaked, \(foreignModifications) modifications of another account's data, "
                 + "\(plaintextAtRest) files in the clear that must be encrypted, \(lostData) failed operations that changed data, "
                 + "\(withdrawnLeaks) withdrawn owners' isolated data given to others, \(destroyedKeyPlaintext) reads of destroyed keys' data, "
@@ -256,7 +258,11 @@ public enum IsolationStress {
         let start = DispatchTime.now().uptimeNanoseconds
         let deadline = start + UInt64(max(0, options.duration) * 1e9)
         let budget = options.operations.map { max(1, $0 / max(1, options.workers)) }
-        let threads = options.workers / 2
+        // With the key-store faults, workers on threads await the `.async` API's tasks while they hold an item's
+        // lock: a worker on the cooperative pool waiting for that lock would take from the pool the thread those
+        // tasks need (2 on a 2-core machine) and stop the run. Every worker is then a thread.
+        // (The world's fault classes: a self-check adds the classes it needs.)
+        let threads = world.storeFaults ? options.workers : options.workers / 2
         await withTaskGroup(of: Void.self) { group in
             for worker in 0..<options.workers {
                 let seed = options.seed &+ UInt64(worker) &* 0x9E37_79B9
@@ -264,6 +270,7 @@ public enum IsolationStress {
                     group.addTask {
                         await withCheckedContinuation { (done: CheckedContinuation<Void, Never>) in
                             let thread = Thread {
+                                Thread.current.threadDictionary[World.workerThreadKey] = true
                                 var random = SplitMix64(seed: seed)
                                 world.work(random: &random, budget: budget, deadline: deadline)
                                 done.resume()

@@ -658,8 +658,11 @@ extension World {
 
     // MARK: Calling
 
-    /// The name of the program's raw worker threads.
+    /// The name of the program's raw worker threads (for debuggers).
     static let workerThreadName = "isolation-stress-worker"
+    /// The key, in a worker thread's `threadDictionary`, that marks it as one of the program's own threads.
+    /// Not the thread's name: Foundation on Linux answers `Thread.current.name` with the process's name.
+    static let workerThreadKey = "IsolationStress.worker"
 
     /// One call of the protection API as `caller`: synchronously; or, with the key-store faults and on a
     /// worker thread of the program (never in a task or on a queue), through the `.async` API in a task of its own, awaited here,
@@ -670,7 +673,7 @@ extension World {
     ) -> Result<T, any Error> {
         // Only the program's own threads await a task: a GCD thread that a task waits for (a queue read) must
         // never wait in turn for the cooperative pool that task occupies.
-        let onThread = Thread.current.name == Self.workerThreadName
+        let onThread = Thread.current.threadDictionary[Self.workerThreadKey] as? Bool == true
         let cancels = options.faults.contains(.cancellation)
         let (useAsync, cancelAfter) = dice.withLock { dice -> (Bool, UInt32?) in
             guard storeFaults, onThread else { return (false, nil) }
@@ -693,6 +696,7 @@ extension World {
         }
         if let cancelAfter {
             usleep(cancelAfter)
+            if !answer.isGiven { cancellations.add(1, ordering: .relaxed) }
             task.cancel()
         }
         return answer.wait()
@@ -703,6 +707,9 @@ extension World {
 final class Answer<T: Sendable>: Sendable {
     private let value = LockedValue<Result<T, any Error>?>(nil)
     private let ready = DispatchSemaphore(value: 0)
+
+    /// Whether the task has answered.
+    var isGiven: Bool { value.withLock { $0 != nil } }
 
     func give(_ result: Result<T, any Error>) {
         value.withLock { $0 = result }

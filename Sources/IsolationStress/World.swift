@@ -211,6 +211,7 @@ final class World: Sendable {
     let unreportedLeftovers = Atomic<Int>(0)
     let brokenPolicyAllowances = Atomic<Int>(0)
     let policyChanges = Atomic<Int>(0)
+    let cancellations = Atomic<Int>(0)
     let wipes = Atomic<Int>(0)
     let rows = LockedValue([IsolationStress.API: IsolationStress.Row]())
     let violations = LockedValue<(count: Int, first: [String], kinds: [String: (count: Int, example: String)])>((0, [], [:]))
@@ -465,7 +466,8 @@ final class World: Sendable {
             destroyedKeyPlaintext: destroyedKeyPlaintext.load(ordering: .relaxed),
             unreportedLeftovers: unreportedLeftovers.load(ordering: .relaxed),
             brokenPolicyAllowances: brokenPolicyAllowances.load(ordering: .relaxed), policyChanges: policyChanges.load(ordering: .relaxed),
-            wipes: wipes.load(ordering: .relaxed), operations: operations.load(ordering: .relaxed), seconds: seconds)
+            wipes: wipes.load(ordering: .relaxed), cancellations: cancellations.load(ordering: .relaxed),
+            operations: operations.load(ordering: .relaxed), seconds: seconds)
     }
 
     func show(_ identity: Identity?) -> String {

@@ -22,7 +22,10 @@ struct IsolationStressFaultTests {
         let report = try await IsolationStress.run(options)
         // The fault happened: calls interrupted, documents changed, wipes run.
         switch fault {
-        case .slowKeyStore, .cancellation: #expect(report.rows.contains { $0.interrupted > 0 }, "\(report.table)")
+        case .slowKeyStore: #expect(report.rows.contains { $0.interrupted > 0 }, "\(report.table)")
+        // Whether a cancelled call was still waiting (113) or had already done its work depends on the
+        // machine's load: that calls were cancelled before they answered is what the injection promises.
+        case .cancellation: #expect(report.cancellations > 0, "\(report.table)")
         case .brokenPolicies: #expect(report.policyChanges > 0, "\(report.table)")
         case .unwalkableEntries, .wipes: #expect(report.wipes > 0, "\(report.table)")
         }

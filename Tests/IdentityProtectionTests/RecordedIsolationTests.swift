@@ -332,6 +332,24 @@ extension RecordedIsolationTests {
         #expect(try !f.files.isIsolated(atPath: path))
         #expect(try IdentityContext.withThreadIdentity(carol) { try f.files.readFile(atPath: path) } == Data("open".utf8))
     }
+
+    @Test("what a handle writes while its owner is managed stays isolated after the owner leaves", arguments: [OwnerStorage.automatic, .indexOnly])
+    func writesUnderManagementAreIsolated(storage: OwnerStorage) throws {
+        let f = try Fixture(ownerStorage: storage, encryptionRequired: false, isolated: true)
+        let path = f.path("dave.txt")
+        let dave: Identity = "dave@northwind.com"
+        try IdentityContext.withThreadIdentity(dave) { try f.files.writeFile(atPath: path, contents: Data("open".utf8)) }
+        f.policy.addManagedIdentity(dave)
+        try IdentityContext.withThreadIdentity(dave) {
+            let file = try f.files.openProtectedFile(atPath: path, options: [.read, .write])
+            try file.write(Data("written while managed".utf8), at: 0)
+            try file.close()
+        }
+        f.policy.removeManagedIdentity(dave)
+        #expect(try f.files.isIsolated(atPath: path))
+        let error = IdentityContext.withThreadIdentity(carol) { protectionError { try f.files.readFile(atPath: path) } }
+        #expect(error?.code == 108)
+    }
 }
 
 /// The real path of `path` (the roots of a temporary directory may lie behind a symbolic link).

@@ -106,7 +106,8 @@ struct FileOwnerStore: Sendable {
     }
 
     /// Records that the file at `path` (whose `stat` is `info`) owned by `owner` is isolated, where its owner
-    /// is recorded; nothing when its owner is no longer `owner`.
+    /// is recorded; nothing when its owner is no longer `owner`. An open marker may stay beside it: both read as
+    /// isolated.
     func recordIsolation(of owner: Identity, path: String, info: stat) throws(ProtectionError) {
         if storage == .automatic, case .value = try POSIX.getXattr(path, FileOwnerStore.attributeName) {
             // The marker names the owner: should the file be re-owned meanwhile, it counts for nothing.

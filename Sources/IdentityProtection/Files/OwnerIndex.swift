@@ -63,7 +63,7 @@ final class OwnerIndex: Sendable {
             try loadIfNeeded(&entries)
             let key = OwnerIndex.key(info)
             // An entry whose owner does not validate is not marked: reading it fails (104) anyway.
-            guard var entry = entries?[key], entry.isolated == nil,
+            guard var entry = entries?[key], entry.isolated != true,
                   (try? Identity(validating: entry.owner)) == owner else { return }
             entry.isolated = true
             var updated = entries ?? [:]

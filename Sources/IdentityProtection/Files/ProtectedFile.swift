@@ -431,10 +431,11 @@ public final class ProtectedFile: Sendable {
     }
 
     /// Opens an existing file without truncating it: nothing about it changes; reads and writes are checked
-    /// here, once the owner is known.
+    /// here, once the owner is known. `knownKey`: a key already fetched for the file (after it was encrypted
+    /// here), used instead of asking the key store again.
     private static func openExisting(
         manager: FileProtectionManager, path: String, flags: Int32, options: FileOpenOptions, permissions: UInt16,
-        writes: Bool, since: UInt64
+        writes: Bool, since: UInt64, knownKey: ProtectionKey? = nil
     ) throws(ProtectionError) -> Opened {
         let fd = try POSIX.openFile(path, flags)
         var closed = false
@@ -453,7 +454,8 @@ public final class ProtectedFile: Sendable {
             let access: ProtectedDataAccess = writes ? .modify(writer: caller) : .read(reader: caller)
             if let header = try EncryptedFileFormat.readHeader(fd, path: path) {
                 let key = try manager.policy.authorizedKey(access, to: header.recordedOwner) { () throws(ProtectionError) -> ProtectionKey in
-                    try manager.keyStore.key(withID: header.keyID, for: header.owner)
+                    if let knownKey, knownKey.id == header.keyID { return knownKey }
+                    return try manager.keyStore.key(withID: header.keyID, for: header.owner)
                 }
                 if writes && header.isLegacy {
                     // A file of an earlier format is written in the current one: re-encrypt it first.
@@ -465,15 +467,26 @@ public final class ProtectedFile: Sendable {
                 let store = try EncryptedChunkStore(opening: fd, path: path, header: header, key: key, writable: writes)
                 return Opened(path: path, owner: header.recordedOwner, fd: fd, store: store, opener: caller, revocation: try revocation(header.owner))
             }
-            let recorded = try manager.currentOwner(path: path, info: info, header: nil)
+            var recorded = try manager.currentOwner(path: path, info: info, header: nil)
             try manager.policy.authorize(access, to: recorded)
             let owner = recorded.owner
+            if writes, let owner, !recorded.isIsolated, manager.isManaged(owner) {
+                // What the handle writes is written while its owner is managed: from now on the file is
+                // isolated, also after its owner stops being managed (never downgraded by a later withdrawal).
+                try manager.owners.recordIsolation(of: owner, path: path, info: info)
+                recorded = RecordedOwner(owner, isolated: true)
+            }
             if writes, let owner, manager.requiresEncryption(owner) {
-                // Never a plaintext handle that writes a file that must be encrypted: encrypt it first.
+                // Never a plaintext handle that writes a file that must be encrypted: encrypt it first. The key
+                // comes before the file changes, and the handle opens with that key: a store that stops
+                // answering in between cannot leave the file encrypted with the open refused.
+                let key = try manager.keyStore.currentKey(for: owner)
                 POSIX.closeFile(fd)
                 closed = true
                 try manager.encryptFile(atPath: path, owner: owner)
-                return try open(manager: manager, path: path, options: options.subtracting([.create, .truncate, .exclusive]), owner: nil, permissions: permissions)
+                return try openExisting(
+                    manager: manager, path: path, flags: flags, options: options.subtracting([.create, .truncate, .exclusive]),
+                    permissions: permissions, writes: writes, since: since, knownKey: key)
             }
             return Opened(path: path, owner: recorded, fd: fd, store: nil, opener: caller, revocation: try revocation(owner))
         } catch {
