@@ -27,22 +27,7 @@ struct AtomicFile {
     /// Creates the temporary file with `mode` in the target's directory.
     init(replacing path: String, mode: mode_t) throws(ProtectionError) {
         self.path = path
-        let directory = Paths.parent(path)
-        var attempt = 0
-        while true {
-            let suffix = String(UInt64.random(in: 0...UInt64.max), radix: 36)
-            let candidate = Paths.join(directory, ".\(Paths.lastComponent(path)).idp-\(suffix).tmp")
-            do throws(ProtectionError) {
-                fd = try POSIX.openFile(candidate, O_WRONLY | O_CREAT | O_EXCL, mode: mode)
-                temporaryPath = candidate
-                break
-            } catch let error {
-                attempt += 1
-                if case let .ioFailure(_, _, code) = error, code == EEXIST, attempt < 16 { continue }
-                if case .fileNotFound = error { throw .ioFailure(path: path, operation: "create temporary file", errno: ENOENT) }
-                throw error
-            }
-        }
+        (fd, temporaryPath) = try Self.createTemporary(for: path, flags: O_WRONLY, mode: mode)
         // The umask may have narrowed the mode; make it exact. (Ignored: a failure leaves the file narrower
         // than asked, never wider.)
         _ = fchmod(fd, mode)
@@ -96,6 +81,25 @@ struct AtomicFile {
             throw error
         }
     }
+
+    /// Creates a new temporary file beside `path` (a random name in its directory, `O_EXCL`), opened with
+    /// `flags`, with `mode`; the sweep of interrupted writes recognizes the name.
+    static func createTemporary(for path: String, flags: Int32, mode: mode_t) throws(ProtectionError) -> (fd: Int32, path: String) {
+        let directory = Paths.parent(path)
+        var attempt = 0
+        while true {
+            let suffix = String(UInt64.random(in: 0...UInt64.max), radix: 36)
+            let candidate = Paths.join(directory, ".\(Paths.lastComponent(path)).idp-\(suffix).tmp")
+            do throws(ProtectionError) {
+                return (try POSIX.openFile(candidate, flags | O_CREAT | O_EXCL, mode: mode), candidate)
+            } catch let error {
+                attempt += 1
+                if case let .ioFailure(_, _, code) = error, code == EEXIST, attempt < 16 { continue }
+                if case .fileNotFound = error { throw .ioFailure(path: path, operation: "create temporary file", errno: ENOENT) }
+                throw error
+            }
+        }
+    }
 }
 
 extension AtomicFile {
@@ -116,24 +120,7 @@ extension AtomicFile {
         at path: String, flags: Int32, mode: mode_t, exactMode: Bool, replacing: Bool, owners: FileOwnerStore,
         prepare: (_ fd: Int32, _ temporaryPath: String) throws(ProtectionError) -> Void
     ) throws(ProtectionError) -> Int32? {
-        let directory = Paths.parent(path)
-        var attempt = 0
-        let fd: Int32
-        let temporaryPath: String
-        while true {
-            let suffix = String(UInt64.random(in: 0...UInt64.max), radix: 36)
-            let candidate = Paths.join(directory, ".\(Paths.lastComponent(path)).idp-\(suffix).tmp")
-            do throws(ProtectionError) {
-                fd = try POSIX.openFile(candidate, flags | O_CREAT | O_EXCL, mode: mode)
-                temporaryPath = candidate
-                break
-            } catch let error {
-                attempt += 1
-                if case let .ioFailure(_, _, code) = error, code == EEXIST, attempt < 16 { continue }
-                if case .fileNotFound = error { throw .ioFailure(path: path, operation: "create temporary file", errno: ENOENT) }
-                throw error
-            }
-        }
+        let (fd, temporaryPath) = try createTemporary(for: path, flags: flags, mode: mode)
         var placed = false
         do throws(ProtectionError) {
             if exactMode, fchmod(fd, mode) != 0 { throw POSIX.failure(temporaryPath, "fchmod") }
@@ -162,7 +149,7 @@ extension AtomicFile {
             // Dropping the lock cannot fail on a descriptor this call holds; if it did, the lock would only
             // last until the descriptor is closed, and a sweep never looks at a name without `.idp-`.
             _ = flock(fd, LOCK_UN)
-            try POSIX.fsyncDirectory(directory)
+            try POSIX.fsyncDirectory(Paths.parent(path))
             return fd
         } catch {
             if !placed {
