@@ -79,8 +79,6 @@ public final class ProtectedFile: Sendable {
     public let path: String
     /// The file's owner (`nil`: none).
     public let owner: Identity?
-    /// ``owner`` as the file records it, with its isolation: what every later access is decided on.
-    private let recordedOwner: RecordedOwner
     /// Whether the content is stored encrypted.
     public let isEncrypted: Bool
     /// Whether the handle was opened for writing.
@@ -95,6 +93,8 @@ public final class ProtectedFile: Sendable {
     public let opener: Identity?
 
     private let policy: any ManagedIdentityPolicy
+    /// Where the file's owner record lives: a write made while the owner is managed records isolation there.
+    private let owners: FileOwnerStore
     /// Revoked when the owner's keys are destroyed (`nil`: no owner, nothing to wipe).
     private let revocation: RevocationToken?
     /// The key the content is encrypted with, named in the refusal of a handle whose keys were destroyed.
@@ -104,6 +104,9 @@ public final class ProtectedFile: Sendable {
         var fd: Int32?
         var store: EncryptedChunkStore?
         var offset: UInt64 = 0
+        /// ``owner`` as the file records it, with its isolation: what every later access is decided on. A
+        /// write while the owner is managed makes it isolated.
+        var recordedOwner: RecordedOwner
     }
 
     private let state: LockedValue<State>
@@ -114,23 +117,23 @@ public final class ProtectedFile: Sendable {
         permissions: UInt16 = 0o600, manager: FileProtectionManager
     ) throws(ProtectionError) {
         let opened = try ProtectedFile.open(manager: manager, path: try manager.target(path), options: options, owner: owner, permissions: permissions)
-        self.init(opened, policy: manager.policy, options: options)
+        self.init(opened, policy: manager.policy, owners: manager.owners, options: options)
     }
 
-    private init(_ opened: Opened, policy: any ManagedIdentityPolicy, options: FileOpenOptions) {
+    private init(_ opened: Opened, policy: any ManagedIdentityPolicy, owners: FileOwnerStore, options: FileOpenOptions) {
         let store = opened.store
         self.path = opened.path
         self.owner = opened.owner.owner
-        self.recordedOwner = opened.owner
         self.opener = opened.opener
         self.policy = policy
+        self.owners = owners
         self.isEncrypted = store != nil
         self.isWritable = options.writes
         self.isReadable = options.contains(.read) || !options.writes
         self.appends = options.contains(.append)
         self.revocation = opened.revocation
         self.keyID = store?.header.keyID
-        self.state = LockedValue(State(fd: opened.fd, store: store))
+        self.state = LockedValue(State(fd: opened.fd, store: store, recordedOwner: opened.owner))
     }
 
     deinit {
@@ -289,8 +292,20 @@ public final class ProtectedFile: Sendable {
 
     /// The policy's answer, now, to a read (or for `writing`, a modification) of the owner's data by the
     /// opener.
-    private func authorizeAgain(writing: Bool) throws(ProtectionError) {
-        try policy.authorize(writing ? .modify(writer: opener) : .read(reader: opener), to: recordedOwner)
+    private func authorizeAgain(_ state: State, writing: Bool) throws(ProtectionError) {
+        try policy.authorize(writing ? .modify(writer: opener) : .read(reader: opener), to: state.recordedOwner)
+    }
+
+    /// Before a write into a plain file: when its owner is managed now (it may not have been at the open), the
+    /// file must not take plaintext its policy wants encrypted (``ProtectionError/encryptionRequired(path:)``:
+    /// encrypt it and open it again), and what is written is isolated from now on, also after the owner stops
+    /// being managed.
+    private func recordManagedWrite(_ state: inout State, fd: Int32) throws(ProtectionError) {
+        guard state.store == nil, let owner, !owner.isUnmanaged, policy.isManaged(owner) else { return }
+        if policy.isFileEncryptionRequired(for: owner) { throw .encryptionRequired(path: path) }
+        guard !state.recordedOwner.isIsolated else { return }
+        try owners.recordIsolation(of: owner, path: path, info: try POSIX.fstatFD(fd, path: path))
+        state.recordedOwner = RecordedOwner(owner, isolated: true)
     }
 
     /// Refuses, from the moment the owner's keys were destroyed (a wipe), every operation on the handle, and
@@ -309,7 +324,7 @@ public final class ProtectedFile: Sendable {
         try ensureKeysLive(&state)
         guard let fd = state.fd else { throw .fileClosed(path: path) }
         guard isReadable else { throw .ioFailure(path: path, operation: "read (not opened for reading)", errno: EBADF) }
-        try authorizeAgain(writing: false)
+        try authorizeAgain(state, writing: false)
         guard count > 0 else { return [] }
         if state.store != nil {
             var output: [UInt8] = []
@@ -341,7 +356,8 @@ public final class ProtectedFile: Sendable {
         try ensureKeysLive(&state)
         guard let fd = state.fd else { throw .fileClosed(path: path) }
         guard isWritable else { throw .ioFailure(path: path, operation: "write (not opened for writing)", errno: EBADF) }
-        try authorizeAgain(writing: true)
+        try authorizeAgain(state, writing: true)
+        try recordManagedWrite(&state, fd: fd)
         return fd
     }
 
