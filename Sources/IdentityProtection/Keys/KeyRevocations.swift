@@ -1,4 +1,5 @@
 import IdentityRuntime
+import Synchronization
 
 /// The one place where an account's open handles learn that its keys were destroyed: every ``ProtectedFile``
 /// on an account's data holds a token taken from here when it was opened, and destroying the account's keys
@@ -92,15 +93,18 @@ package final class KeyRevocations: Sendable {
 }
 
 /// Whether the keys a handle was opened with have been destroyed since (see ``KeyRevocations``).
+///
+/// Asked before every read and write of a handle: one atomic load, no lock.
 package final class RevocationToken: Sendable {
-    private let revoked = LockedValue(false)
+    private let revoked = Atomic(false)
 
-    /// `true` once the owner's keys were destroyed.
+    /// `true` once the owner's keys were destroyed. Acquiring: a handle that sees it also sees what the wipe
+    /// did before it revoked.
     package var isRevoked: Bool {
-        revoked.withLock { $0 }
+        revoked.load(ordering: .acquiring)
     }
 
     func revoke() {
-        revoked.withLock { $0 = true }
+        revoked.store(true, ordering: .releasing)
     }
 }
