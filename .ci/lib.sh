@@ -147,6 +147,13 @@ step_without_libsodium() {
         echo "this machine has no libsodium: the suite above already ran without it"
         return 0
     fi
+    if ! unshare -m true 2>/dev/null; then
+        # No mount namespace here (an unprivileged container): the runtime's own switch keeps libsodium out.
+        echo "unshare -m is not allowed here: running with IDENTITY_SODIUM=off instead of hiding the library"
+        [ "$(IDENTITY_SODIUM=off "$harness" bench --backend)" = libcrypto ]
+        IDENTITY_SODIUM=off swift test --skip-build --filter "IdentityAssertionsTests|HarnessBackendTests"
+        return 0
+    fi
     # shellcheck disable=SC2016
     unshare -m bash -c '
         set -euo pipefail

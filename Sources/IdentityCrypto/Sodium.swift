@@ -47,9 +47,7 @@ package enum Sodium {
     package static let loaded: Result<Library, SodiumUnavailableError> = load()
 
     /// The library when it is usable, else `nil` (verification then uses libcrypto).
-    package static var library: Library? {
-        try? loaded.get()
-    }
+    package static let library: Library? = try? loaded.get()
 
     /// Which Ed25519 verification backend this process uses: `"libsodium"` (with the file it came from) or
     /// `"libcrypto"` (with why libsodium is not used).

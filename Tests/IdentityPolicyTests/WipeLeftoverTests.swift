@@ -128,3 +128,50 @@ struct WipeLeftoverTests {
         #expect(try fresh.readToEnd() == Array("alice's new data".utf8))
     }
 }
+
+/// The file manager's key store over a `FileKeyStore`, whose keys of one account cannot be destroyed.
+private final class StubbornKeyStore: KeyStore {
+    let inner: FileKeyStore
+    let stubborn: Identity
+
+    init(_ inner: FileKeyStore, stubborn: Identity) {
+        self.inner = inner
+        self.stubborn = stubborn
+    }
+
+    func currentKey(for identity: Identity) throws(ProtectionError) -> ProtectionKey { try inner.currentKey(for: identity) }
+    func key(withID id: ProtectionKeyID, for identity: Identity) throws(ProtectionError) -> ProtectionKey {
+        try inner.key(withID: id, for: identity)
+    }
+    func rotateKey(for identity: Identity) throws(ProtectionError) -> ProtectionKey { try inner.rotateKey(for: identity) }
+    func destroyKeys(for identity: Identity) throws(ProtectionError) {
+        if identity == stubborn { throw .keyStoreUnavailable(reason: "keys of \(identity.name) cannot be destroyed") }
+        try inner.destroyKeys(for: identity)
+    }
+}
+
+@Suite("Wipes reach everything: a failure without a path is every account's")
+struct WipeKeyFailureTests {
+    @Test("keys the file manager's store cannot destroy fail the wipe of every account, also beside another account's leftover")
+    func keyFailureBesideLeftover() async throws {
+        let directory = try TemporaryDirectory()
+        let root = directory.file("root")
+        try FileManager.default.createDirectory(atPath: root, withIntermediateDirectories: true)
+        let keys = StubbornKeyStore(try FileKeyStore(atPath: directory.file("keys")), stubborn: alice)
+        let policy = StaticManagedIdentityPolicy(managed: [alice, bob], fileEncryptionRequired: true, dataIsolation: false)
+        let files = try FileProtectionManager(roots: [root], keyStore: keys, policy: policy, stateDirectory: directory.file("state"))
+        let manager = PolicyManager(fileProtection: files)
+        try IdentityContext.withThreadIdentity(alice) { try files.writeFile(atPath: root + "/a.txt", contents: Data("a".utf8)) }
+        try IdentityContext.withThreadIdentity(bob) { try files.writeFile(atPath: root + "/b.txt", contents: Data("b".utf8)) }
+        files.storage.injectFaults(refuse("unlink", at: root + "/b.txt"))
+
+        let report = await manager.wipeData(forTenant: TenantID("contoso.com"))
+        let byAccount = Dictionary(uniqueKeysWithValues: report.accounts.map { ($0.account, $0) })
+        #expect(byAccount[bob]?.leftovers.map(\.path) == [root + "/b.txt"])
+        // alice's files are gone, but her keys are not: never a complete wipe.
+        #expect(byAccount[alice]?.leftovers.isEmpty == true)
+        #expect(byAccount[alice]?.error?.code == 113)
+        #expect(byAccount[alice]?.isComplete == false)
+        #expect(!report.isComplete)
+    }
+}

@@ -79,15 +79,17 @@ struct SelectiveWipe: Sendable {
                 KeyRevocations.shared.revoke(account, in: keys)
             }
         }
-        // A failure with no path (the wipe could not start, a key store of the file manager that failed)
-        // concerns every account of the wipe.
-        let general = outcome.leftovers.isEmpty ? outcome.error : nil
+        // A failure of no path and no account (the wipe could not start, its journal could not be updated)
+        // concerns every account of the wipe, also when other failures left files behind.
+        let general = outcome.error.flatMap { error in
+            outcome.leftovers.contains { $0.error == error } || outcome.keyFailures.values.contains(error) ? nil : error
+        }
         for index in reports.indices where runtimeWiped.contains(reports[index].account) {
             let account = reports[index].account
             // A directory the walk could not read may hold any account's files: it is every account's leftover.
             let mine = outcome.leftovers.filter { $0.owner == nil || $0.owner == account }
             reports[index].leftovers = mine
-            reports[index].error = mine.first?.error ?? keyFailures[account] ?? general
+            reports[index].error = mine.first?.error ?? outcome.keyFailures[account] ?? keyFailures[account] ?? general
             reports[index].removedFiles = outcome.removed[account] ?? []
         }
         for account in accounts { manager.finishWipe(of: account) }

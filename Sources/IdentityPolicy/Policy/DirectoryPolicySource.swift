@@ -172,6 +172,10 @@ public final class DirectoryPolicySource: PolicySource {
             do {
                 data = try Data(contentsOf: URL(fileURLWithPath: path))
             } catch {
+                // Deleted between the listing and the read (no entry at all, not even a dangling link): a
+                // withdrawal, as if it had not been listed.
+                var info = stat()
+                if lstat(path, &info) != 0 && errno == ENOENT { continue }
                 // A document that cannot be read is one that does not parse, whose subject is unknown: its last
                 // good version stays in force; without one, the set is incomplete.
                 entries[name] = Entry(

@@ -116,6 +116,15 @@ struct FileOwnerStore: Sendable {
         try index.markIsolated(owner, for: info)
     }
 
+    /// ``recordIsolation(of:path:info:)`` on the open file `fd`: the file a handle holds, whatever has taken
+    /// its name since (a truncation or an encryption puts a new file at the path).
+    func recordIsolation(of owner: Identity, fd: Int32, path: String) throws(ProtectionError) {
+        if storage == .automatic, case .value = try POSIX.getXattr(fd: fd, path: path, FileOwnerStore.attributeName) {
+            if try POSIX.setXattr(fd: fd, path: path, FileOwnerStore.isolationAttributeName, Array(owner.name.utf8)) { return }
+        }
+        try index.markIsolated(owner, for: try POSIX.fstatFD(fd, path: path))
+    }
+
     /// Whether the marker `attribute` of the file at `path` names `owner`. An isolation marker that is not a
     /// valid identity counts (when in doubt, isolated); an open marker that is not one does not.
     private func marker(_ attribute: String, path: String, names owner: Identity) throws(ProtectionError) -> Bool {

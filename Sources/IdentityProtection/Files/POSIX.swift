@@ -301,12 +301,25 @@ enum POSIX {
         let got = buffer.withUnsafeMutableBytes { raw in
             platformGetxattr(path, name, raw.baseAddress, raw.count)
         }
+        return try xattrValue(got, buffer, path: path, operation: "getxattr")
+    }
+
+    /// ``getXattr(_:_:)`` of the open file `fd` (whatever name `path` has now).
+    static func getXattr(fd: Int32, path: String, _ name: String) throws(ProtectionError) -> XattrValue {
+        var buffer = [UInt8](repeating: 0, count: 4096)
+        let got = buffer.withUnsafeMutableBytes { raw in
+            platformFgetxattr(fd, name, raw.baseAddress, raw.count)
+        }
+        return try xattrValue(got, buffer, path: path, operation: "fgetxattr")
+    }
+
+    private static func xattrValue(_ got: Int, _ buffer: [UInt8], path: String, operation: String) throws(ProtectionError) -> XattrValue {
         if got >= 0 { return .value(Array(buffer[..<got])) }
         let code = errno
         if code == ENODATA_OR_NOATTR { return .absent }
         if isUnsupported(code) { return .unsupported }
         if code == ENOENT { throw .fileNotFound(path: path) }
-        throw failure(path, "getxattr", code)
+        throw failure(path, operation, code)
     }
 
     /// `true` when set; `false` when the file system does not support user extended attributes.
@@ -353,6 +366,9 @@ enum POSIX {
     static func platformGetxattr(_ path: String, _ name: String, _ value: UnsafeMutableRawPointer?, _ size: Int) -> Int {
         getxattr(path, name, value, size, 0, 0)
     }
+    static func platformFgetxattr(_ fd: Int32, _ name: String, _ value: UnsafeMutableRawPointer?, _ size: Int) -> Int {
+        fgetxattr(fd, name, value, size, 0, 0)
+    }
     static func platformSetxattr(_ path: String, _ name: String, _ value: UnsafeRawPointer?, _ size: Int) -> Int32 {
         setxattr(path, name, value, size, 0, 0)
     }
@@ -365,6 +381,9 @@ enum POSIX {
     static let ENODATA_OR_NOATTR = ENODATA
     static func platformGetxattr(_ path: String, _ name: String, _ value: UnsafeMutableRawPointer?, _ size: Int) -> Int {
         getxattr(path, name, value, size)
+    }
+    static func platformFgetxattr(_ fd: Int32, _ name: String, _ value: UnsafeMutableRawPointer?, _ size: Int) -> Int {
+        fgetxattr(fd, name, value, size)
     }
     static func platformSetxattr(_ path: String, _ name: String, _ value: UnsafeRawPointer?, _ size: Int) -> Int32 {
         setxattr(path, name, value, size, 0)

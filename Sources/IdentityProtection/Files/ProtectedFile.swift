@@ -304,7 +304,7 @@ public final class ProtectedFile: Sendable {
         guard state.store == nil, let owner, !owner.isUnmanaged, policy.isManaged(owner) else { return }
         if policy.isFileEncryptionRequired(for: owner) { throw .encryptionRequired(path: path) }
         guard !state.recordedOwner.isIsolated else { return }
-        try owners.recordIsolation(of: owner, path: path, info: try POSIX.fstatFD(fd, path: path))
+        try owners.recordIsolation(of: owner, fd: fd, path: path)
         state.recordedOwner = RecordedOwner(owner, isolated: true)
     }
 
@@ -477,8 +477,12 @@ public final class ProtectedFile: Sendable {
                     // A file of an earlier format is written in the current one: re-encrypt it first.
                     POSIX.closeFile(fd)
                     closed = true
+                    // The current key before the file changes, and the open with it (as for a plain file below).
+                    let current = try manager.keyStore.currentKey(for: header.owner)
                     try manager.encryptFile(atPath: path, owner: header.owner)
-                    return try open(manager: manager, path: path, options: options.subtracting([.create, .truncate, .exclusive]), owner: nil, permissions: permissions)
+                    return try openExisting(
+                        manager: manager, path: path, flags: flags, options: options.subtracting([.create, .truncate, .exclusive]),
+                        permissions: permissions, writes: writes, since: since, knownKey: current)
                 }
                 let store = try EncryptedChunkStore(opening: fd, path: path, header: header, key: key, writable: writes)
                 return Opened(path: path, owner: header.recordedOwner, fd: fd, store: store, opener: caller, revocation: try revocation(header.owner))
@@ -489,7 +493,7 @@ public final class ProtectedFile: Sendable {
             if writes, let owner, !recorded.isIsolated, manager.isManaged(owner) {
                 // What the handle writes is written while its owner is managed: from now on the file is
                 // isolated, also after its owner stops being managed (never downgraded by a later withdrawal).
-                try manager.owners.recordIsolation(of: owner, path: path, info: info)
+                try manager.owners.recordIsolation(of: owner, fd: fd, path: path)
                 recorded = RecordedOwner(owner, isolated: true)
             }
             if writes, let owner, manager.requiresEncryption(owner) {

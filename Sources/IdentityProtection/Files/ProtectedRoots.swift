@@ -83,7 +83,7 @@ extension ProtectedRoots {
     package func wipeAsPolicy(ownedByAnyOf accounts: Set<Identity>) throws(ProtectionError) -> FileWipeOutcome {
         guard var wipe = try startWipe(of: accounts) else { return FileWipeOutcome() }
         for account in wipe.accounts {
-            do throws(ProtectionError) { try keyStore.destroyKeys(for: account) } catch { wipe.note(error) }
+            do throws(ProtectionError) { try keyStore.destroyKeys(for: account) } catch { wipe.note(error, keysOf: account) }
         }
         return finishWipe(wipe)
     }
@@ -102,7 +102,7 @@ extension ProtectedRoots {
         }
         guard var wipe = try started.get() else { return [:] }
         for account in wipe.accounts {
-            do throws(ProtectionError) { try await keyStore.destroyKeys(for: account, deadline: deadline) } catch { wipe.note(error) }
+            do throws(ProtectionError) { try await keyStore.destroyKeys(for: account, deadline: deadline) } catch { wipe.note(error, keysOf: account) }
         }
         let outcome = finishWipe(wipe)
         if let error = outcome.error { throw error }
@@ -114,11 +114,18 @@ extension ProtectedRoots {
         var accounts: [Identity]
         var removed: [Identity: [String]] = [:]
         var leftovers: [WipeLeftover] = []
+        var keyFailures: [Identity: ProtectionError] = [:]
         var firstError: ProtectionError?
 
-        /// A failure that left nothing at a known path (a key store that did not destroy the keys).
+        /// A failure that left nothing at a known path (the journal could not be updated).
         mutating func note(_ error: ProtectionError) {
             if firstError == nil { firstError = error }
+        }
+
+        /// The key store did not destroy `account`'s keys.
+        mutating func note(_ error: ProtectionError, keysOf account: Identity) {
+            note(error)
+            keyFailures[account] = error
         }
 
         /// Something at `path` the wipe could not remove or could not look into; `owner` when known.
@@ -189,7 +196,7 @@ extension ProtectedRoots {
         }
         return FileWipeOutcome(
             removed: wipe.removed.mapValues { $0.sorted() },
-            leftovers: wipe.leftovers.sorted { $0.path < $1.path }, error: wipe.firstError)
+            leftovers: wipe.leftovers.sorted { $0.path < $1.path }, keyFailures: wipe.keyFailures, error: wipe.firstError)
     }
 
     /// Every owner of a regular file under the protected roots (symbolic links are not followed).

@@ -34,11 +34,17 @@ public struct WipeLeftover: Sendable, Equatable, CustomStringConvertible {
 package struct FileWipeOutcome: Sendable {
     package var removed: [Identity: [String]] = [:]
     package var leftovers: [WipeLeftover] = []
+    /// The accounts whose keys the key store did not destroy.
+    package var keyFailures: [Identity: ProtectionError] = [:]
     package var error: ProtectionError?
 
-    package init(removed: [Identity: [String]] = [:], leftovers: [WipeLeftover] = [], error: ProtectionError? = nil) {
+    package init(
+        removed: [Identity: [String]] = [:], leftovers: [WipeLeftover] = [], keyFailures: [Identity: ProtectionError] = [:],
+        error: ProtectionError? = nil
+    ) {
         self.removed = removed
         self.leftovers = leftovers
+        self.keyFailures = keyFailures
         self.error = error
     }
 }

@@ -122,8 +122,10 @@ public final class FileKeyStore: KeyStore {
 
     public func destroyKeys(for identity: Identity) throws(ProtectionError) {
         if identity.isUnmanaged { return }
-        // Handles opened with these keys stop before the keys go (see `ProtectedFile`).
+        // Handles opened with these keys stop before the keys go (see `ProtectedFile`), and an open that began
+        // meanwhile, with the key still cached, is refused by the second revocation once they are gone.
         KeyRevocations.shared.revoke(identity, in: self)
+        defer { KeyRevocations.shared.revoke(identity, in: self) }
         try cache.withLock { (cache: inout Cache) throws(ProtectionError) in
             let file = try fileName(for: identity, in: &cache)
             cache.setRing(nil, for: file, of: identity)

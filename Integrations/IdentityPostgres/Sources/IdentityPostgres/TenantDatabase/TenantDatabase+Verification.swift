@@ -23,6 +23,9 @@ extension TenantDatabase {
     /// > Note: It checks the set-up as it is now. Changing roles or tables later (as their owner) is not
     /// > noticed until the next `verify()`.
     public func verify() async throws(TenantDatabaseError) {
+        // Not verified while the checks run, nor after one fails: a set-up found unsafe later stops the
+        // transactions an earlier verify() allowed.
+        verified.store(false, ordering: .releasing)
         do {
             try await client.withConnection { connection in
                 try await self.verify(on: connection)
