@@ -385,6 +385,7 @@ final class World: Sendable {
             guard tenant != nil, isolated != false else { return nil }
             withdrawnLeaks.add(1, ordering: .relaxed)
             return "tenant\(tenant ?? -1)'s document was deleted; the data was created under it"
+                + (isolated == nil ? " (or its isolation is unknown to the model)" : "")
         case .managed:
             return nil
         }

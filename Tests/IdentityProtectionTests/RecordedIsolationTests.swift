@@ -333,6 +333,22 @@ extension RecordedIsolationTests {
         #expect(try IdentityContext.withThreadIdentity(carol) { try f.files.readFile(atPath: path) } == Data("open".utf8))
     }
 
+    @Test("a copy made while its owner is managed is isolated, also of a file recorded open", arguments: [OwnerStorage.automatic, .indexOnly])
+    func copiesUnderManagementAreIsolated(storage: OwnerStorage) throws {
+        let f = try Fixture(ownerStorage: storage, encryptionRequired: false, isolated: true)
+        let path = f.path("dave.txt")
+        let copy = f.path("dave-copy.txt")
+        let dave: Identity = "dave@northwind.com"
+        try IdentityContext.withThreadIdentity(dave) { try f.files.writeFile(atPath: path, contents: Data("open".utf8)) }
+        f.policy.addManagedIdentity(dave)
+        try IdentityContext.withThreadIdentity(dave) { try f.files.decryptFile(atPath: path, toPath: copy) }
+        f.policy.removeManagedIdentity(dave)
+        #expect(try !f.files.isIsolated(atPath: path))
+        #expect(try f.files.isIsolated(atPath: copy))
+        let error = IdentityContext.withThreadIdentity(carol) { protectionError { try f.files.readFile(atPath: copy) } }
+        #expect(error?.code == 108)
+    }
+
     @Test("what a handle writes while its owner is managed stays isolated after the owner leaves", arguments: [OwnerStorage.automatic, .indexOnly])
     func writesUnderManagementAreIsolated(storage: OwnerStorage) throws {
         let f = try Fixture(ownerStorage: storage, encryptionRequired: false, isolated: true)

@@ -319,7 +319,8 @@ public final class FileProtectionManager: Sendable {
         try policy.authorize(.read(reader: IdentityContext.effectiveFileIdentity), to: owner)
         guard lseek(fd, 0, SEEK_SET) == 0 else { throw POSIX.failure(path, "lseek") }
         var source = FileDescriptorSource(fd: fd, path: path)
-        try writePlaintext(from: &source, to: copyPath, mode: mode, owner: owner)
+        // The copy is new data: isolated when its owner is managed now, as well as when the original is.
+        try writePlaintext(from: &source, to: copyPath, mode: mode, owner: record(of: owner.owner, carrying: owner))
     }
 
     // MARK: Internals
