@@ -349,6 +349,20 @@ extension RecordedIsolationTests {
         #expect(error?.code == 108)
     }
 
+    @Test("a file protected again for its owner while the owner is managed is isolated", arguments: [OwnerStorage.automatic, .indexOnly])
+    func protectedAgainUnderManagementIsIsolated(storage: OwnerStorage) throws {
+        let f = try Fixture(ownerStorage: storage, encryptionRequired: false, isolated: true)
+        let path = f.path("dave.txt")
+        let dave: Identity = "dave@northwind.com"
+        try IdentityContext.withThreadIdentity(dave) { try f.files.writeFile(atPath: path, contents: Data("open".utf8)) }
+        f.policy.addManagedIdentity(dave)
+        try IdentityContext.withThreadIdentity(dave) { try f.files.protect(atPath: path, owner: dave) }
+        f.policy.removeManagedIdentity(dave)
+        #expect(try f.files.isIsolated(atPath: path))
+        let error = IdentityContext.withThreadIdentity(carol) { protectionError { try f.files.readFile(atPath: path) } }
+        #expect(error?.code == 108)
+    }
+
     @Test("what a handle writes while its owner is managed stays isolated after the owner leaves", arguments: [OwnerStorage.automatic, .indexOnly])
     func writesUnderManagementAreIsolated(storage: OwnerStorage) throws {
         let f = try Fixture(ownerStorage: storage, encryptionRequired: false, isolated: true)

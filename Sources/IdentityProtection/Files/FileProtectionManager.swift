@@ -142,7 +142,12 @@ public final class FileProtectionManager: Sendable {
                 if current?.owner == owner { return try owners.setOwner(policy.record(ofNewDataOwnedBy: owner), path: path) }
                 return try encrypt(path: path, info: info, for: owner)
             }
-            guard current != nil || previous.owner != owner else { return }
+            guard current != nil || previous.owner != owner else {
+                // Protected again for its owner: while the owner is managed, the file is its managed data.
+                let record = record(of: owner, carrying: previous)
+                if record.isIsolated && !previous.isIsolated { try owners.setOwner(record, path: path) }
+                return
+            }
             try rewriteInClear(path: path, info: info, for: record(of: owner, carrying: previous))
         }
     }
