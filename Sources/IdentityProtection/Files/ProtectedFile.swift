@@ -434,7 +434,7 @@ public final class ProtectedFile: Sendable {
                 // The replaced file's index entry goes with it: its inode may be reused by a file nobody owns.
                 if let existing { try manager.owners.forget([existing]) }
                 let revocation = try newOwner.map { (owner) throws(ProtectionError) in
-                    try KeyRevocations.shared.token(for: owner, in: manager.keyStore, since: since)
+                    try KeyRevocations.shared.token(for: owner, in: manager.keyStore, since: since, key: sealing?.key)
                 }
                 return Opened(path: path, owner: record, fd: fd, store: store, opener: caller, revocation: revocation)
             } catch {
@@ -457,9 +457,9 @@ public final class ProtectedFile: Sendable {
         var closed = false
         // The token of the owner's keys: refused when a wipe of the owner began since the open did (the file
         // itself may already be gone from its directory, its key destroyed after it was fetched).
-        func revocation(_ owner: Identity?) throws(ProtectionError) -> RevocationToken? {
+        func revocation(_ owner: Identity?, key: ProtectionKey? = nil) throws(ProtectionError) -> RevocationToken? {
             try owner.map { (owner) throws(ProtectionError) in
-                try KeyRevocations.shared.token(for: owner, in: manager.keyStore, since: since)
+                try KeyRevocations.shared.token(for: owner, in: manager.keyStore, since: since, key: key)
             }
         }
         do throws(ProtectionError) {
@@ -485,7 +485,7 @@ public final class ProtectedFile: Sendable {
                         permissions: permissions, writes: writes, since: since, knownKey: current)
                 }
                 let store = try EncryptedChunkStore(opening: fd, path: path, header: header, key: key, writable: writes)
-                return Opened(path: path, owner: header.recordedOwner, fd: fd, store: store, opener: caller, revocation: try revocation(header.owner))
+                return Opened(path: path, owner: header.recordedOwner, fd: fd, store: store, opener: caller, revocation: try revocation(header.owner, key: key))
             }
             var recorded = try manager.currentOwner(path: path, info: info, header: nil)
             try manager.policy.authorize(access, to: recorded)

@@ -1,5 +1,6 @@
 import Foundation
 import IdentityRuntime
+import Synchronization
 
 /// The default ``KeyStore``: one file per identity in a directory of its own.
 ///
@@ -19,6 +20,9 @@ public final class FileKeyStore: KeyStore {
     public let directory: String
 
     private let cache = LockedValue(Cache())
+    /// This instance, as the origin of the keys it hands out (never reused, unlike an object's address).
+    private let instance = FileKeyStore.instances.add(1, ordering: .relaxed).newValue
+    private static let instances = Atomic<UInt64>(0)
 
     /// What the store keeps in memory, by key file name.
     private struct Cache {
@@ -77,7 +81,7 @@ public final class FileKeyStore: KeyStore {
                 cache.current[identity] = key
                 return key
             }
-            let key = try ProtectionKey.generate()
+            let key = try ProtectionKey.generate().handedOut(by: instance)
             let ring = KeyRing(format: 1, identity: identity.name, current: key.id.description, keys: [entry(for: key)])
             try save(ring, file)
             cache.setRing(ring, for: file, of: identity)
@@ -108,7 +112,7 @@ public final class FileKeyStore: KeyStore {
         try requireNamed(identity)
         return try cache.withLock { (cache: inout Cache) throws(ProtectionError) -> ProtectionKey in
             let file = try fileName(for: identity, in: &cache)
-            let key = try ProtectionKey.generate()
+            let key = try ProtectionKey.generate().handedOut(by: instance)
             var existing = cache.rings[file]
             if existing == nil { existing = try load(file) }
             var ring = existing ?? KeyRing(format: 1, identity: identity.name, current: key.id.description, keys: [])
@@ -128,6 +132,17 @@ public final class FileKeyStore: KeyStore {
         defer { KeyRevocations.shared.revoke(identity, in: self) }
         try cache.withLock { (cache: inout Cache) throws(ProtectionError) in
             let file = try fileName(for: identity, in: &cache)
+            // The keys by their ids, in every scope: handles opened through a store that wraps this one hold
+            // them too. A ring that cannot be read names no ids: the identity is revoked everywhere instead.
+            var ids: Set<ProtectionKeyID>?
+            do throws(ProtectionError) {
+                var ring = cache.rings[file]
+                if ring == nil { ring = try load(file) }
+                ids = Set((ring?.keys ?? []).compactMap { ProtectionKeyID(hex: $0.id) })
+            } catch {
+                ids = nil
+            }
+            KeyRevocations.shared.revoke(ids, of: identity, handedOutBy: instance)
             cache.setRing(nil, for: file, of: identity)
             let path = Paths.join(directory, file)
             guard let info = try POSIX.lstatPath(path) else { return }
@@ -188,7 +203,7 @@ public final class FileKeyStore: KeyStore {
         guard let material = Data(base64Encoded: entry.material) else {
             throw corrupt(Paths.join(directory, keyFileNameForError(identity)))
         }
-        return try ProtectionKey(id: id, material: Array(material))
+        return try ProtectionKey(id: id, material: Array(material)).handedOut(by: instance)
     }
 
     private func keyFileNameForError(_ identity: Identity) -> String {

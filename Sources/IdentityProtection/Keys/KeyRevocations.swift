@@ -11,6 +11,11 @@ import Synchronization
 /// Tokens are kept per key store instance (a store that is a value, not an object, shares one scope with
 /// every store of its type: revoking there revokes too much, never too little), so a wipe of an account in
 /// one store never touches handles that another store's keys opened.
+///
+/// Keys destroyed by ``FileKeyStore/destroyKeys(for:)`` are also revoked by their ids, in every scope: a
+/// handle opened through a key store of the app's own that wraps the `FileKeyStore` (the manager's store is
+/// the wrapper, the keys are the inner store's) stops too, and no handle is handed out later with a copy of
+/// a destroyed key that a wrapper kept in a cache of its own.
 package final class KeyRevocations: Sendable {
     /// The process's registry.
     package static let shared = KeyRevocations()
@@ -24,42 +29,80 @@ package final class KeyRevocations: Sendable {
         /// Counts revocations; a handle's open notes it before it looks at the file.
         var epoch: UInt64 = 0
         var tokens: [Identity: RevocationToken] = [:]
+        /// The keys the handles holding each account's token were opened with (those a `FileKeyStore` handed
+        /// out).
+        var keys: [Identity: Set<DestroyedKey>] = [:]
         /// The epoch of each account's last revocation.
         var revokedAt: [Identity: UInt64] = [:]
+
+        /// Revokes `owner` in this scope: returns its token, for the caller to revoke once out of the lock.
+        mutating func revoke(_ owner: Identity) -> RevocationToken? {
+            epoch += 1
+            revokedAt[owner] = epoch
+            keys[owner] = nil
+            return tokens.removeValue(forKey: owner)
+        }
 
         func belongs(to object: AnyObject?) -> Bool {
             isValueScope || store === object
         }
     }
 
-    private let scopes = LockedValue([ObjectIdentifier: Scope]())
+    /// One key of one owner, as handed out by one `FileKeyStore` instance.
+    private struct DestroyedKey: Hashable {
+        let origin: UInt64
+        let owner: Identity
+        let id: ProtectionKeyID
+    }
+
+    private struct State {
+        var scopes: [ObjectIdentifier: Scope] = [:]
+        /// Every key destroyed by a `FileKeyStore`, by the store instance and the key's id.
+        var destroyed: Set<DestroyedKey> = []
+
+        /// Drops the scopes of stores that are gone.
+        mutating func dropReleasedScopes() {
+            scopes = scopes.filter { $0.value.isValueScope || $0.value.store != nil }
+        }
+    }
+
+    private let state = LockedValue(State())
 
     /// The revocation count of `store`'s scope now: an open notes it before it reads the file's owner, and
     /// passes it to ``token(for:in:since:)``.
     package func epoch(of store: any KeyStore) -> UInt64 {
         let (key, object) = Self.scopeKey(store)
-        return scopes.withLock { scopes in
-            guard let scope = scopes[key], scope.belongs(to: object) else { return 0 }
+        return state.withLock { state in
+            guard let scope = state.scopes[key], scope.belongs(to: object) else { return 0 }
             return scope.epoch
         }
     }
 
     /// The token that a handle on `owner`'s data, opened with keys from `store`, holds from now on.
-    /// - Parameter epoch: ``epoch(of:)`` when the open began.
+    /// - Parameters:
+    ///   - epoch: ``epoch(of:)`` when the open began.
+    ///   - key: the key the handle decrypts and encrypts with; `nil` for a plain file.
     /// - Throws: ``ProtectionError/keyNotFound(identity:keyID:)`` (103) when `owner`'s keys were destroyed
-    ///   since `epoch`: the open raced a wipe, and its handle would hold what the wipe destroyed.
-    package func token(for owner: Identity, in store: any KeyStore, since epoch: UInt64) throws(ProtectionError) -> RevocationToken {
-        let (key, object) = Self.scopeKey(store)
-        return try scopes.withLock { (scopes: inout [ObjectIdentifier: Scope]) throws(ProtectionError) -> RevocationToken in
-            var scope = scopes[key].flatMap { $0.belongs(to: object) ? $0 : nil }
+    ///   since `epoch`, or `key` was destroyed: the open raced a wipe, and its handle would hold what the
+    ///   wipe destroyed.
+    package func token(
+        for owner: Identity, in store: any KeyStore, since epoch: UInt64, key: ProtectionKey?
+    ) throws(ProtectionError) -> RevocationToken {
+        let (scopeKey, object) = Self.scopeKey(store)
+        let handedOut = key.flatMap { key in key.origin.map { DestroyedKey(origin: $0, owner: owner, id: key.id) } }
+        return try state.withLock { (state: inout State) throws(ProtectionError) -> RevocationToken in
+            if let handedOut, state.destroyed.contains(handedOut) {
+                throw .keyNotFound(identity: owner, keyID: handedOut.id)
+            }
+            var scope = state.scopes[scopeKey].flatMap { $0.belongs(to: object) ? $0 : nil }
                 ?? Scope(store: object, isValueScope: object == nil)
             if let revoked = scope.revokedAt[owner], revoked > epoch {
                 throw .keyNotFound(identity: owner, keyID: nil)
             }
-            if let token = scope.tokens[owner] { return token }
-            let token = RevocationToken()
+            if let handedOut { scope.keys[owner, default: []].insert(handedOut) }
+            let token = scope.tokens[owner] ?? RevocationToken()
             scope.tokens[owner] = token
-            scopes[key] = scope
+            state.scopes[scopeKey] = scope
             return token
         }
     }
@@ -69,18 +112,36 @@ package final class KeyRevocations: Sendable {
     /// account's keys or files are destroyed, and again after.
     package func revoke(_ owner: Identity, in store: any KeyStore) {
         let (key, object) = Self.scopeKey(store)
-        let revoked = scopes.withLock { scopes -> RevocationToken? in
-            // Scopes of stores that are gone go too.
-            scopes = scopes.filter { $0.value.isValueScope || $0.value.store != nil }
-            var scope = scopes[key].flatMap { $0.belongs(to: object) ? $0 : nil }
+        let revoked = state.withLock { state -> RevocationToken? in
+            state.dropReleasedScopes()
+            var scope = state.scopes[key].flatMap { $0.belongs(to: object) ? $0 : nil }
                 ?? Scope(store: object, isValueScope: object == nil)
-            scope.epoch += 1
-            scope.revokedAt[owner] = scope.epoch
-            let token = scope.tokens.removeValue(forKey: owner)
-            scopes[key] = scope
+            let token = scope.revoke(owner)
+            state.scopes[key] = scope
             return token
         }
         revoked?.revoke()
+    }
+
+    /// Revokes, in every scope, the tokens of handles on `owner`'s data opened with one of `keys` as handed out
+    /// by the `FileKeyStore` instance `origin`, and refuses a token from now on to any open with one of them:
+    /// the keys are being destroyed, whichever store passed them on. `keys == nil` (the destroyed keys could
+    /// not be listed) revokes `owner` in every scope.
+    package func revoke(_ keys: Set<ProtectionKeyID>?, of owner: Identity, handedOutBy origin: UInt64) {
+        let revoked = state.withLock { state -> [RevocationToken] in
+            state.dropReleasedScopes()
+            let destroyed = keys.map { Set($0.map { DestroyedKey(origin: origin, owner: owner, id: $0) }) }
+            if let destroyed { state.destroyed.formUnion(destroyed) }
+            var tokens: [RevocationToken] = []
+            for (key, var scope) in state.scopes {
+                guard scope.tokens[owner] != nil || keys == nil else { continue }
+                if let destroyed, scope.keys[owner, default: []].isDisjoint(with: destroyed) { continue }
+                if let token = scope.revoke(owner) { tokens.append(token) }
+                state.scopes[key] = scope
+            }
+            return tokens
+        }
+        for token in revoked { token.revoke() }
     }
 
     private static func scopeKey(_ store: any KeyStore) -> (ObjectIdentifier, AnyObject?) {

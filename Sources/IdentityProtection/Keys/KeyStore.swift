@@ -20,7 +20,9 @@ import IdentityRuntime
 /// becomes unreadable (``ProtectionError/keyNotFound(identity:keyID:)``), wherever copies of it are. Open
 /// ``ProtectedFile`` handles hold their key: they stop when the keys are destroyed through a wipe
 /// (``FileProtectionManager/removeFiles(ownedBy:)``, `PolicyManager.wipeData(forAccount:)`) or through
-/// ``FileKeyStore/destroyKeys(for:)``; destroy the keys of another store through a wipe for the same effect.
+/// ``FileKeyStore/destroyKeys(for:)`` (which also stops the handles opened through a store that wraps the
+/// `FileKeyStore`: it revokes the destroyed keys by their ids); destroy the keys of another store through a
+/// wipe for the same effect.
 ///
 /// A store that cannot answer refuses: ``ProtectionError/keyStoreUnavailable(reason:)``, never a key it is not
 /// sure of and never ``ProtectionError/keyNotFound(identity:keyID:)`` for a key it could not look up.

@@ -10,6 +10,10 @@ public struct ProtectionKey: Sendable, Hashable, CustomStringConvertible {
     public let id: ProtectionKeyID
     /// The 32 secret bytes.
     public let material: [UInt8]
+    /// The ``FileKeyStore`` instance that handed the key out, when one did: its destruction of the key
+    /// reaches the handles opened with it, whichever store passed it on (see `KeyRevocations`). Takes no part
+    /// in equality.
+    package private(set) var origin: UInt64?
 
     /// Makes a key from stored material.
     /// - Throws: ``ProtectionError/cryptoBackendFailure(_:)`` when `material` is not 32 bytes.
@@ -24,6 +28,22 @@ public struct ProtectionKey: Sendable, Hashable, CustomStringConvertible {
     /// A new key with a random id and random material from the crypto backend's CSPRNG.
     public static func generate() throws(ProtectionError) -> ProtectionKey {
         try ProtectionKey(id: try ProtectionKeyID.random(), material: try ProtectionCrypto.randomBytes(byteCount))
+    }
+
+    /// The key, as handed out by the store instance `origin`.
+    package func handedOut(by origin: UInt64) -> ProtectionKey {
+        var key = self
+        key.origin = origin
+        return key
+    }
+
+    public static func == (lhs: ProtectionKey, rhs: ProtectionKey) -> Bool {
+        lhs.id == rhs.id && lhs.material == rhs.material
+    }
+
+    public func hash(into hasher: inout Hasher) {
+        hasher.combine(id)
+        hasher.combine(material)
     }
 
     /// Names the key id only; the material is never printed.
