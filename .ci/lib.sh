@@ -233,6 +233,14 @@ step_postgres() {
     ')
 }
 
+# The example's tests under the throwaway PostgreSQL of Integrations/IdentityPostgres/scripts/with-postgres.sh
+# (installed from Debian's packages when missing), so that its documents-in-PostgreSQL suite runs instead of being
+# skipped: a database per test, a few seconds in all on the same build folder.
+step_tenant_service_test() {
+    Integrations/IdentityPostgres/scripts/with-postgres.sh \
+        swift test --package-path "$PWD/Examples/TenantService" --scratch-path "$integrations_build"
+}
+
 # The landing lane's steps, in order; the full lane runs them first.
 landing_lane() {
     ci_step "debug build (warnings are errors; every later debug step uses the same flags)" step_build
@@ -252,7 +260,7 @@ landing_lane() {
     ci_step "Integrations/IdentityJWKS: swift test" step_package_test Integrations/IdentityJWKS
     ci_step "JWKS over loopback HTTP: interoperability with PyJWT's PyJWKClient, both ways" step_jwks_interop
     ci_step "Integrations/IdentityNIO: swift test" step_package_test Integrations/IdentityNIO
-    ci_step "Examples/TenantService: swift test" step_package_test Examples/TenantService
+    ci_step "Examples/TenantService: swift test against a throwaway PostgreSQL" step_tenant_service_test
     ci_step "Integrations/IdentityPostgres: swift test against a throwaway PostgreSQL" step_postgres
 }
 
@@ -330,11 +338,14 @@ step_postgres_tsan() {
 }
 
 # The debug build the tests made (a release build would build Hummingbird, async-http-client and BoringSSL
-# again): every response is still checked; throughput and latency are compared within the run only. The full
-# run in release: Sources/IdentityRuntime/IdentityRuntime.docc/UsingTheRuntimeInAService.md.
+# again): every response is still checked; throughput and latency are compared within the run only. With
+# --database, under a throwaway PostgreSQL: half the requests go to the documents in PostgreSQL, and every row of
+# every database read and unscoped listing is audited (one of another tenant fails the step). The full run in
+# release: Sources/IdentityRuntime/IdentityRuntime.docc/UsingTheRuntimeInAService.md.
 step_load() {
-    swift run --package-path Examples/TenantService --scratch-path "$integrations_build" \
-        tenant-load --requests "${IDENTITY_LOAD_REQUESTS:-20000}" --rounds 4
+    Integrations/IdentityPostgres/scripts/with-postgres.sh \
+        swift run --package-path "$PWD/Examples/TenantService" --scratch-path "$integrations_build" \
+        tenant-load --requests "${IDENTITY_LOAD_REQUESTS:-20000}" --rounds 4 --database
 }
 
 # Benchmarks/: allocations per operation against Benchmarks/Thresholds (the gate); wall clock is printed only.
@@ -361,6 +372,6 @@ full_lane() {
     ci_step "Integrations/IdentityJWKS under ThreadSanitizer" step_package_test_tsan Integrations/IdentityJWKS
     ci_step "Integrations/IdentityNIO under ThreadSanitizer" step_package_test_tsan Integrations/IdentityNIO
     ci_step "Integrations/IdentityPostgres under ThreadSanitizer (stores, offline, kill and restart, tenant isolation)" step_postgres_tsan
-    ci_step "Examples/TenantService: tenant-load, with and without the middleware and a bare check" step_load
+    ci_step "Examples/TenantService: tenant-load, with and without the middleware and a bare check, documents in PostgreSQL" step_load
     ci_step "Benchmarks/: allocation thresholds" step_benchmarks
 }

@@ -4,12 +4,16 @@
 #
 #   scripts/with-postgres.sh [COMMAND ...]      default command: swift test (in this package)
 #
+# A COMMAND runs in the directory the script was started from (so that another package, such as
+# Examples/TenantService, can run its own tests against the server); the default command runs in this package.
+#
 # Installs Debian's `postgresql` package when its server binaries are missing. The cluster lives in a temporary
 # directory owned by the `postgres` user (initdb refuses to run as root), listens on 127.0.0.1 only, on
 # $IDENTITY_PG_PORT or a free port, trusts local connections, and is gone at the end. The command sees libpq's
 # variables PGHOST, PGPORT, PGUSER, PGDATABASE, plus IDENTITY_PG_DATA / IDENTITY_PG_BIN / IDENTITY_PG_RUNAS, which
 # the tests use to kill (SIGKILL) and restart the server mid-run.
 set -euo pipefail
+caller_dir="$PWD"
 cd "$(dirname "$0")/.."
 
 find_bin() {
@@ -68,5 +72,5 @@ export PGHOST=127.0.0.1 PGPORT="$PORT" PGUSER=postgres PGDATABASE=postgres
 export IDENTITY_PG_DATA="$DATA" IDENTITY_PG_BIN="$PG_BIN" IDENTITY_PG_LOG="$ROOT/server.log"
 export IDENTITY_PG_RUNAS="${RUN_AS[*]}"
 
-if [ $# -eq 0 ]; then set -- swift test; fi
+if [ $# -eq 0 ]; then set -- swift test; else cd "$caller_dir"; fi
 "$@"

@@ -19,6 +19,7 @@ import NIOCore
 /// | `GET /docs/:owner/:name` | reads `owner`'s document as the caller: 403 `access-denied` for another tenant's |
 /// | `POST /docs/:owner/:name/export?to=onedrive\|sharepoint\|dropbox\|local` | copies the caller's document where the policy allows saving it: else 403 `save-to-blocked` |
 /// | `DELETE /accounts/:account` | wipes the caller's own account (files and keys): 403 `not-your-account` for another |
+/// | `/db/docs...` | documents in PostgreSQL under row-level security (``addDatabaseRoutes(to:)``) |
 extension TenantServices {
     public func documentRouter() -> Router<TenantRequestContext> {
         let router = Router(context: TenantRequestContext.self)
@@ -31,6 +32,7 @@ extension TenantServices {
     }
 
     func addDocumentRoutes(to group: RouterGroup<TenantRequestContext>) {
+        addDatabaseRoutes(to: group)
         group.put("/docs/:owner/:name") { request, context in
             let caller = try Self.caller(context)
             let name = try Self.documentName(context)
@@ -138,6 +140,24 @@ extension TenantServices {
                     let result = work()
                     Task {
                         let inTask = Self.seen()
+                        let remote = await self.callAudit(event: event)
+                        done.resume(returning: (result, HopReport(queue: onQueue, operation: inOperation, task: inTask, remote: remote)))
+                    }
+                }
+            }
+        }
+    }
+
+    /// The same hops, with async `work` (the database's) run in the `Task` hop, before the audit call.
+    func throughHops<T: Sendable>(event: String, inTask work: @escaping @Sendable () async -> T) async -> (T, HopReport) {
+        await withCheckedContinuation { (done: CheckedContinuation<(T, HopReport), Never>) in
+            queue.async {
+                let onQueue = Self.seen()
+                self.operations.addOperation {
+                    let inOperation = Self.seen()
+                    Task {
+                        let inTask = Self.seen()
+                        let result = await work()
                         let remote = await self.callAudit(event: event)
                         done.resume(returning: (result, HopReport(queue: onQueue, operation: inOperation, task: inTask, remote: remote)))
                     }

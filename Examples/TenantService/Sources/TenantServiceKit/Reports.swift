@@ -36,6 +36,9 @@ public struct DocumentReport: Codable, Sendable {
     public var exportedTo: String?
     /// For a wipe: how many files were removed.
     public var removedFiles: Int?
+    /// For the `/db` routes: the rows the database answered (a write: the row stored; a read: the document's
+    /// row; a listing: every row of the unscoped query), with the tenant and account the database recorded.
+    public var rows: [DatabaseRow]?
     // Problem members (RFC 9457) for a refusal.
     public var type: String?
     public var title: String?

@@ -6,6 +6,7 @@ import IdentityHummingbird
 import IdentityLogging
 import IdentityPolicy
 import IdentityAssertions
+import IdentityPostgres
 import IdentityProtection
 import IdentityRuntime
 import Logging
@@ -27,6 +28,11 @@ import Synchronization
 ///   (IdentityLogging) adds the identity. It runs here, or in another process at ``auditURL`` (the load
 ///   driver's default).
 ///
+/// With a PostgreSQL server (`init(database:)`, e.g. `PostgresFleetConfiguration.fromEnvironment()`), the document
+/// service also keeps documents in PostgreSQL (``DatabaseDocuments``, the `/db` routes): ``withRunningServices(_:)``
+/// sets up its database and roles, starts the pool and runs `verify()` before it serves, and refuses to start when
+/// that fails. Without one, the `/db` routes answer 503 `database-not-configured` and nothing else changes.
+///
 /// Callers (the load driver, the tests) sign their tokens with ``gatewaySigner`` (issuer `gateway`).
 public final class TenantServices: Sendable {
     public static let documentsAudience = "documents"
@@ -36,6 +42,8 @@ public final class TenantServices: Sendable {
     /// The document service's policies, admission and file protection.
     public let policies: PolicyManager
     public let files: FileProtectionManager
+    /// The PostgreSQL document store, when the service was given a server (`nil`: the `/db` routes refuse).
+    public let databaseDocuments: DatabaseDocuments?
     /// The audit service, when it runs in this process (`nil` when it runs at the `auditURL` given to `init`).
     public let audit: AuditService?
     /// What callers of the document service sign with.
@@ -58,8 +66,11 @@ public final class TenantServices: Sendable {
     ///   - serviceKey: the document service's signing key for its calls to the audit service; by default a new one.
     ///   - auditURL: where an audit service trusting `serviceKey`'s public key already runs (in another process);
     ///     by default ``withRunningServices(_:)`` runs one in this process.
+    ///   - database: a PostgreSQL server and its administrator role, for the `/db` routes (``DatabaseDocuments``:
+    ///     its own database and roles, made when the services start, removed by ``shutDown()``); `nil`: none.
     public init(
-        root: String? = nil, echoAuditLog: Bool = false, serviceKey: AssertionSigningKey? = nil, auditURL: String? = nil
+        root: String? = nil, echoAuditLog: Bool = false, serviceKey: AssertionSigningKey? = nil, auditURL: String? = nil,
+        database: PostgresFleetConfiguration? = nil
     ) throws {
         let root = root ?? (NSTemporaryDirectory() + "tenant-service-" + UUID().uuidString)
         self.root = root
@@ -81,6 +92,8 @@ public final class TenantServices: Sendable {
             roots: [root + "/documents", root + "/exports"], keyStore: FileKeyStore(atPath: root + "/keys"),
             policy: policies, stateDirectory: root + "/state")
         policies.fileProtection = files
+        let policies = policies
+        databaseDocuments = try database.map { try DatabaseDocuments(server: $0, policies: policies) }
 
         let gatewayKey = try AssertionSigningKey(), serviceKey = try serviceKey ?? AssertionSigningKey()
         gatewaySigner = IdentityAssertionSigner(key: gatewayKey, keyID: "gateway-1", issuer: "gateway")
@@ -106,9 +119,10 @@ public final class TenantServices: Sendable {
         operations.maxConcurrentOperationCount = 4
     }
 
-    /// Stops the HTTP client and removes the working directory.
+    /// Stops the HTTP client, removes the working directory and the PostgreSQL database and roles, if any.
     public func shutDown() async throws {
         try await httpClient.shutdown()
+        try await databaseDocuments?.drop()
         if ownsRoot { try? FileManager.default.removeItem(atPath: root) }
     }
 
@@ -118,7 +132,8 @@ public final class TenantServices: Sendable {
     }
 
     /// Runs the document service, and the audit service unless it runs elsewhere, on 127.0.0.1 (ports chosen
-    /// by the system), then `body` with their base URLs, then stops them.
+    /// by the system), then `body` with their base URLs, then stops them. With a database, its set-up, pool and
+    /// `verify()` come first: the document service does not start when they fail. Once per instance.
     public func withRunningServices<T: Sendable>(
         _ body: @Sendable (_ documentsURL: String, _ auditURL: String) async throws -> T
     ) async throws -> T {
@@ -129,7 +144,17 @@ public final class TenantServices: Sendable {
             onServerRunning: { channel in continuation.yield(("documents", channel.localAddress?.port ?? 0)) },
             logger: logger)
         let localAudit = audit.map { $0.application { port in continuation.yield(("audit", port)) } }
+        try await databaseDocuments?.provision()
         return try await withThrowingTaskGroup(of: T?.self) { group in
+            if let databaseDocuments {
+                group.addTask { await databaseDocuments.run(); return nil }
+                do {
+                    try await databaseDocuments.verify()
+                } catch {
+                    group.cancelAll()
+                    throw error
+                }
+            }
             group.addTask { try await documents.runService(gracefulShutdownSignals: []); return nil }
             if let localAudit {
                 group.addTask { try await localAudit.runService(gracefulShutdownSignals: []); return nil }

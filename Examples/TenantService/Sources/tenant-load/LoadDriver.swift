@@ -11,6 +11,8 @@ import TenantServiceKit
 struct PlannedRequest: Sendable {
     enum Kind: String, Sendable, CaseIterable {
         case write, readOwn, readColleague, readOtherTenant, export
+        /// `GET /db/docs`: the unscoped listing (in the database half of a run with `--database`).
+        case list
     }
 
     let kind: Kind
@@ -21,10 +23,24 @@ struct PlannedRequest: Sendable {
     let expectedStatus: Int
     /// For a successful read: whose document it is (its content starts with that name).
     let expectedOwner: String?
+    /// Whether it goes to the PostgreSQL store (the `/db` routes).
+    let usesDatabase: Bool
 
     /// Request `sequence` of the worker of `account` (tenant `tenant`, user `user`): a fixed mix, the same in
-    /// both modes.
-    init(sequence: Int, tenant: Int, user: Int) {
+    /// every mode. With `database`, every other block of 8 requests of a worker goes to the `/db` routes instead
+    /// (alternating between workers, so that every round has both): writes, own, colleague's and other-tenant
+    /// reads as for files, and the unscoped listing in place of the export.
+    init(sequence: Int, tenant: Int, user: Int, database: Bool = false) {
+        if database, !(sequence / 8 + user).isMultiple(of: 2) {
+            self.init(databaseSequence: sequence, tenant: tenant, user: user)
+        } else {
+            self.init(fileSequence: sequence, tenant: tenant, user: user)
+        }
+    }
+
+    /// A request of the file routes.
+    private init(fileSequence sequence: Int, tenant: Int, user: Int) {
+        usesDatabase = false
         let me = Tenants.account(tenant: tenant, user: user).name
         switch sequence % 8 {
         case 0, 4:
@@ -70,6 +86,42 @@ struct PlannedRequest: Sendable {
             expectedOwner = me
         }
     }
+
+    /// The database counterpart of request `sequence`. Every account's `note` is in the database too (written
+    /// before the run), so another tenant's is there, and must not be found: 404 `not-found`.
+    private init(databaseSequence sequence: Int, tenant: Int, user: Int) {
+        let me = Tenants.account(tenant: tenant, user: user).name
+        var method = HTTPMethod.GET, body: String? = nil, expectedStatus = 200, expectedOwner: String? = nil
+        switch sequence % 8 {
+        case 0, 4:
+            kind = .write
+            method = .PUT
+            path = "/db/docs/\(me)/doc-\(sequence % 4)"
+            body = "\(me)|\(sequence)"
+        case 2:
+            let colleague = Tenants.account(tenant: tenant, user: (user + 1) % Tenants.accountsPerTenant).name
+            kind = .readColleague
+            path = "/db/docs/\(colleague)/note"
+            expectedOwner = colleague
+        case 3:
+            let stranger = Tenants.account(tenant: (tenant + 1) % Tenants.tenantCount, user: user).name
+            kind = .readOtherTenant
+            path = "/db/docs/\(stranger)/note"
+            expectedStatus = 404
+        case 6:
+            kind = .list
+            path = "/db/docs"
+        default:
+            kind = .readOwn
+            path = "/db/docs/\(me)/note"
+            expectedOwner = me
+        }
+        self.method = method
+        self.body = body
+        self.expectedStatus = expectedStatus
+        self.expectedOwner = expectedOwner
+        usesDatabase = true
+    }
 }
 
 /// What the driver counts.
@@ -79,6 +131,12 @@ struct Tally: Sendable {
     var crossTenantReadsAccepted = 0
     var unexpected = 0
     var transportErrors = 0
+    /// Answers of the `/db` routes: reads (`GET /db/docs/:owner/:name`), listings (`GET /db/docs`), the rows
+    /// their reports listed (writes' too), and how many of those rows were another tenant's.
+    var databaseReads = 0
+    var databaseListings = 0
+    var databaseRows = 0
+    var crossTenantRows = 0
     var examples: [String] = []
 
     mutating func add(_ other: Tally) {
@@ -87,6 +145,10 @@ struct Tally: Sendable {
         crossTenantReadsAccepted += other.crossTenantReadsAccepted
         unexpected += other.unexpected
         transportErrors += other.transportErrors
+        databaseReads += other.databaseReads
+        databaseListings += other.databaseListings
+        databaseRows += other.databaseRows
+        crossTenantRows += other.crossTenantRows
         examples += other.examples.prefix(max(0, 5 - examples.count))
     }
 
@@ -117,6 +179,8 @@ struct LoadDriver: Sendable {
     let client: HTTPClient
     let baseURL: String
     let signer: IdentityAssertionSigner
+    /// Whether half of the requests go to the `/db` routes.
+    var database = false
 
     /// Sends `sequences` (per worker) in `mode`; returns the latencies (ns) and the tally.
     func run(mode: Mode, sequences: Range<Int>, tokens: TokenPool?) async -> ([UInt64], Tally) {
@@ -128,7 +192,7 @@ struct LoadDriver: Sendable {
                     latencies.reserveCapacity(sequences.count)
                     var tally = Tally()
                     for sequence in sequences {
-                        let plan = PlannedRequest(sequence: sequence, tenant: tenant, user: user)
+                        let plan = PlannedRequest(sequence: sequence, tenant: tenant, user: user, database: database)
                         let token = tokens?.next(worker: index)
                         let start = DispatchTime.now().uptimeNanoseconds
                         let outcome = await send(plan, mode: mode, account: account, token: token)
@@ -188,12 +252,17 @@ struct LoadDriver: Sendable {
                 tally.misattributions += 1
                 tally.note("\(account.name) \(plan.path): account \(report.account), hops \(report.hops)")
             }
-            if plan.kind == .readOtherTenant, status == 200 {
+            if plan.kind == .readOtherTenant, status == 200 || report.content != nil {
                 tally.crossTenantReadsAccepted += 1
                 tally.note("\(account.name) read \(plan.path) across tenants")
             }
             var expected = status == plan.expectedStatus
-            if plan.kind == .readOtherTenant { expected = expected && report.code == "access-denied" }
+            if plan.kind == .readOtherTenant {
+                expected = expected && report.code == (plan.usesDatabase ? "not-found" : "access-denied")
+            }
+            if plan.usesDatabase {
+                expected = checkRows(report, status: status, plan: plan, account: account, into: &tally) && expected
+            }
             if let owner = plan.expectedOwner, status == 200 {
                 expected = expected && (report.content?.hasPrefix(owner + "|") ?? false)
             }
@@ -201,6 +270,39 @@ struct LoadDriver: Sendable {
                 tally.unexpected += 1
                 tally.note("\(account.name) \(plan.method) \(plan.path): \(status) \(report.code ?? ""), expected \(plan.expectedStatus)")
             }
+        }
+    }
+}
+
+extension LoadDriver {
+    /// Audits the rows a `/db` answer listed: every one must be of the caller's tenant (counted in
+    /// `crossTenantRows` otherwise); a listing must hold the caller's own `note`, a read exactly the document
+    /// asked for. Returns whether the answer had the rows it should.
+    func checkRows(_ report: DocumentReport, status: Int, plan: PlannedRequest, account: Identity, into tally: inout Tally) -> Bool {
+        let tenant = Tenants.tenantIndex(of: account).map { Tenants.tenant($0).rawValue } ?? "-"
+        let rows = report.rows ?? []
+        switch plan.kind {
+        case .list: tally.databaseListings += 1
+        case .readOwn, .readColleague, .readOtherTenant: tally.databaseReads += 1
+        case .write, .export: break
+        }
+        tally.databaseRows += rows.count
+        let foreign = rows.filter { $0.tenant != tenant }
+        if !foreign.isEmpty {
+            tally.crossTenantRows += foreign.count
+            tally.note("\(account.name) \(plan.method) \(plan.path): rows of another tenant: "
+                + foreign.prefix(3).map { "\($0.tenant) \($0.account)/\($0.name)" }.joined(separator: ", "))
+        }
+        guard status == 200 else { return rows.isEmpty }
+        switch plan.kind {
+        case .list:
+            return rows.contains(DatabaseRow(tenant: tenant, account: account.name, name: "note"))
+        case .readOwn, .readColleague:
+            return rows.count == 1 && rows.first?.account == plan.expectedOwner && rows.first?.name == "note"
+        case .write:
+            return rows.count == 1 && rows.first?.account == account.name && rows.first?.tenant == tenant
+        case .readOtherTenant, .export:
+            return false
         }
     }
 }

@@ -14,17 +14,31 @@
 //     swift run -c release tenant-load --requests 20000      # the CI run, 10,000 per mode
 //     options: --requests N (requests of two modes: each mode sends N / 2), --rounds R (default 10),
 //              --tokens single-use | reusable | both (default both: which middleware modes run; /plain always),
-//              --echo-audit-log, --audit-in-process (the audit service in this process instead of a child process)
+//              --echo-audit-log, --audit-in-process (the audit service in this process instead of a child process),
+//              --database (documents in PostgreSQL too: see below)
+//
+// --database: the document service keeps documents in PostgreSQL as well (TenantServiceKit's DatabaseDocuments,
+// under IdentityPostgres's row-level security), at the server libpq's variables name (PGHOST, PGPORT, PGUSER as a
+// superuser, ...; Integrations/IdentityPostgres/scripts/with-postgres.sh starts a throwaway one). It is an
+// option, not automatic on PGHOST, so that a run's mix never changes with the environment. Half of every mode's
+// requests then go to the /db routes: writes, own, colleague's and other-tenant reads (must be 404: the database
+// does not answer another tenant's row), and the unscoped listing (`SELECT tenant, account, name FROM
+// tenant_docs.documents`, no WHERE). Every row of every database answer is audited: one of another tenant fails
+// the run.
+//
+//     ../../Integrations/IdentityPostgres/scripts/with-postgres.sh swift run -c release tenant-load --database
 //
 // The audit service runs in a child process (this executable with --serve-audit KEY --port-file FILE): the
 // document service reaches it over loopback with a signed assertion, and it reports its log's counts at
 // GET /summary. CPU time per request counts this process only (the driver and the document service).
 //
-// Exit status 1 on any misattribution, cross-tenant read accepted, unexpected answer or transport error. The
+// Exit status 1 on any misattribution, cross-tenant read accepted, cross-tenant database row, unexpected answer
+// or transport error. The
 // latency and throughput targets are reported (met / MISSED), not enforced: wall clock on a shared machine.
 import AsyncHTTPClient
 import Foundation
 import IdentityAssertions
+import IdentityPostgres
 import IdentityRuntime
 import TenantServiceKit
 
@@ -39,6 +53,8 @@ struct Options {
     /// Set in the child process: serve the audit service, trusting this public key (hex).
     var serveAudit: String?
     var portFile: String?
+    /// Drive the PostgreSQL store too (the `/db` routes), at the server of libpq's variables.
+    var database = false
 
     init(_ arguments: [String]) throws {
         var arguments = arguments[...]
@@ -57,6 +73,7 @@ struct Options {
             case "--audit-in-process": auditInProcess = true
             case "--serve-audit": serveAudit = arguments.popFirst()
             case "--port-file": portFile = arguments.popFirst()
+            case "--database": database = true
             default: throw UsageError("unknown option \(argument)")
             }
         }
@@ -110,12 +127,18 @@ struct ModeResult {
 func main() async -> Int32 {
     let options: Options
     do { options = try Options(Array(CommandLine.arguments.dropFirst())) } catch {
-        print("tenant-load: \(error)\nusage: tenant-load [--requests N] [--rounds R] [--tokens single-use|reusable|both] [--audit-in-process] [--echo-audit-log]")
+        print("tenant-load: \(error)\nusage: tenant-load [--requests N] [--rounds R] [--tokens single-use|reusable|both] [--audit-in-process] [--echo-audit-log] [--database]")
         return 2
     }
     if let key = options.serveAudit {
         guard let portFile = options.portFile else { print("tenant-load --serve-audit needs --port-file"); return 2 }
         return await serveAudit(trustedKeyHex: key, portFile: portFile, echo: options.echoAuditLog)
+    }
+    let databaseServer = PostgresFleetConfiguration.fromEnvironment()
+    if options.database, databaseServer == nil {
+        print("tenant-load: --database needs a PostgreSQL server in PGHOST (and PGPORT, PGUSER, ...): run it under "
+              + "Integrations/IdentityPostgres/scripts/with-postgres.sh")
+        return 2
     }
     #if DEBUG
     print("note: debug build; run `swift run -c release tenant-load` for meaningful figures")
@@ -126,7 +149,7 @@ func main() async -> Int32 {
     let modes = options.modes
     print("tenant-load: \(accounts) accounts in \(Tenants.tenantCount) tenants at once, \(perMode) requests per mode, "
           + "\(modes.count) modes (\(modes.map(\.rawValue).joined(separator: "; "))), \(options.rounds) rounds, "
-          + "modes interleaved")
+          + "modes interleaved" + (options.database ? "; half of them to the documents in PostgreSQL (/db)" : ""))
     do {
         // The audit service: a child process (it sees the identity only through the signed assertion) unless
         // --audit-in-process.
@@ -134,37 +157,49 @@ func main() async -> Int32 {
         let auditProcess = options.auditInProcess ? nil : try await AuditProcess(trusting: serviceKey.publicKey, echo: options.echoAuditLog)
         defer { auditProcess?.stop() }
         if let auditProcess { print("audit service: a separate process at \(auditProcess.url)") }
-        let services = try TenantServices(echoAuditLog: options.echoAuditLog, serviceKey: serviceKey, auditURL: auditProcess?.url)
+        let services = try TenantServices(
+            echoAuditLog: options.echoAuditLog, serviceKey: serviceKey, auditURL: auditProcess?.url,
+            database: options.database ? databaseServer : nil)
+        if let documents = services.databaseDocuments {
+            print("documents in PostgreSQL: \(DatabaseDocuments.table) in database \(documents.databaseName) at "
+                  + "\(databaseServer.map { "\($0.host):\($0.port)" } ?? "-"), as role \(documents.serviceRole)")
+        }
         var pool = HTTPClient.Configuration.ConnectionPool()
         pool.concurrentHTTP1ConnectionsPerHostSoftLimit = accounts
         var configuration = HTTPClient.Configuration()
         configuration.connectionPool = pool
         let client = HTTPClient(eventLoopGroupProvider: .singleton, configuration: configuration)
         let status = try await services.withRunningServices { documentsURL, _ in
-            let driver = LoadDriver(client: client, baseURL: documentsURL, signer: services.gatewaySigner)
-            // Setup, untimed: every account writes its "note" (the document the reads and exports ask for);
-            // then both modes warm up.
+            let driver = LoadDriver(
+                client: client, baseURL: documentsURL, signer: services.gatewaySigner, database: options.database)
+            // Setup, untimed: every account writes its "note" (the document the reads and exports ask for), in the
+            // database too with --database; then both modes warm up.
             let warmUp = try TokenPool(signer: services.gatewaySigner, perWorker: 16)
-            let noteTokens = try TokenPool(signer: services.gatewaySigner, perWorker: 1)
-            let writes = await withTaskGroup(of: Bool.self) { group in
+            let stores = options.database ? ["/v1/docs", "/v1/db/docs"] : ["/v1/docs"]
+            let noteTokens = try TokenPool(signer: services.gatewaySigner, perWorker: stores.count)
+            let writes = await withTaskGroup(of: Int.self) { group in
                 for (index, account) in Tenants.accounts.enumerated() {
                     group.addTask {
-                        let token = noteTokens.next(worker: index)
-                        var request = HTTPClientRequest(url: documentsURL + "/v1/docs/\(account.name)/note")
-                        request.method = .PUT
-                        request.headers.add(name: "x-identity-assertion", value: token ?? "")
-                        request.body = .bytes(.init(string: "\(account.name)|note"))
-                        let response = try? await client.execute(request, timeout: .seconds(60))
-                        _ = try? await response?.body.collect(upTo: 1 << 20)
-                        return response?.status == .ok
+                        var written = 0
+                        for store in stores {
+                            let token = noteTokens.next(worker: index)
+                            var request = HTTPClientRequest(url: documentsURL + "\(store)/\(account.name)/note")
+                            request.method = .PUT
+                            request.headers.add(name: "x-identity-assertion", value: token ?? "")
+                            request.body = .bytes(.init(string: "\(account.name)|note"))
+                            let response = try? await client.execute(request, timeout: .seconds(60))
+                            _ = try? await response?.body.collect(upTo: 1 << 20)
+                            if response?.status == .ok { written += 1 }
+                        }
+                        return written
                     }
                 }
                 var ok = 0
-                for await written in group where written { ok += 1 }
+                for await written in group { ok += written }
                 return ok
             }
-            guard writes == accounts else {
-                print("tenant-load: setup failed, \(writes) of \(accounts) notes written")
+            guard writes == accounts * stores.count else {
+                print("tenant-load: setup failed, \(writes) of \(accounts * stores.count) notes written")
                 return Int32(1)
             }
             // Reusable mode: each account's client signs its token once and keeps it for the whole run (warm-up
@@ -217,7 +252,7 @@ func main() async -> Int32 {
             } else {
                 throw UsageError("no audit service")
             }
-            return report(results, audit: audit)
+            return report(results, audit: audit, database: options.database)
         }
         try await client.shutdown()
         try await services.shutDown()
@@ -228,7 +263,7 @@ func main() async -> Int32 {
     }
 }
 
-func report(_ results: [Mode: ModeResult], audit: AuditSummary) -> Int32 {
+func report(_ results: [Mode: ModeResult], audit: AuditSummary, database: Bool) -> Int32 {
     struct Row {
         let throughput, p50, p99, cpuPerRequest: Double
     }
@@ -277,15 +312,34 @@ func report(_ results: [Mode: ModeResult], audit: AuditSummary) -> Int32 {
     print("")
     print("audit service: \(audit.total) lines logged, \(audit.mismatched) whose identity metadata was not the account served")
     if let line = audit.lastLine { print("  last line: \(line)") }
+    var databaseTotal = Tally()
+    if database {
+        print("")
+        print("| documents in PostgreSQL, per mode | reads | listings (no WHERE) | rows audited | rows of another tenant |")
+        print("|---|---:|---:|---:|---:|")
+        for mode in Mode.allCases {
+            guard let tally = results[mode]?.tally else { continue }
+            databaseTotal.add(tally)
+            print("| \(mode.rawValue) | \(tally.databaseReads) | \(tally.databaseListings) | \(tally.databaseRows) | \(tally.crossTenantRows) |")
+        }
+        print("database audit: \(databaseTotal.databaseReads) reads and \(databaseTotal.databaseListings) unscoped listings, "
+              + "\(databaseTotal.databaseRows) rows audited, \(databaseTotal.crossTenantRows) of another tenant")
+    }
     var failed = audit.mismatched > 0
     for mode in Mode.allCases {
         guard let tally = results[mode]?.tally else { continue }
-        if tally.misattributions + tally.crossTenantReadsAccepted + tally.unexpected + tally.transportErrors > 0 {
+        if tally.misattributions + tally.crossTenantReadsAccepted + tally.crossTenantRows + tally.unexpected + tally.transportErrors > 0 {
             failed = true
             print("FAILED (\(mode.rawValue)): " + tally.examples.joined(separator: "; "))
         }
     }
-    print(failed ? "tenant-load: FAILED" : "tenant-load: every response checked, 0 misattributions, 0 cross-tenant reads accepted")
+    // A --database run that listed nothing audited nothing: that is a failure too, not a pass.
+    if database, databaseTotal.databaseListings == 0 || databaseTotal.databaseReads == 0 {
+        failed = true
+        print("FAILED: no database read or listing was checked")
+    }
+    print(failed ? "tenant-load: FAILED" : "tenant-load: every response checked, 0 misattributions, 0 cross-tenant reads accepted"
+          + (database ? ", 0 cross-tenant rows in \(databaseTotal.databaseReads + databaseTotal.databaseListings) database answers" : ""))
     return failed ? 1 : 0
 }
 
