@@ -158,6 +158,40 @@ struct InterruptedChangeTests {
         #expect(try files.protectionInfo(atPath: paths.document)?.owner == alice)
     }
 
+    @Test("a writing open of a file recorded open, interrupted at the key, leaves it open after its owner leaves")
+    func interruptedWritingOpenKeepsTheFileOpen() async throws {
+        // dave's plain file, written while he was not managed: recorded open.
+        let fixture = try RemoteFixture(bridgeTimeout: .milliseconds(150), isolated: true)
+        let dave: Identity = "dave@northwind.com"
+        let path = fixture.base.path("dave.txt")
+        try await IdentityContext.withThreadIdentity(dave) {
+            try await fixture.files.async.writeFile(atPath: path, contents: Data("dave's open notes".utf8))
+        }
+        // Managed now, with encryption required: the open must encrypt the file, and its key does not come.
+        fixture.base.policy.addManagedIdentity(dave)
+        fixture.remote.dropCache()
+        fixture.remote.closeGate()
+        let files = fixture.files
+        let error = await withCheckedContinuation { (continuation: CheckedContinuation<ProtectionError?, Never>) in
+            DispatchQueue.global().async {
+                do {
+                    let file = try IdentityContext.withThreadIdentity(dave) { try files.openProtectedFile(atPath: path, options: [.read, .write]) }
+                    try? file.close()
+                    continuation.resume(returning: nil)
+                } catch {
+                    continuation.resume(returning: error as? ProtectionError)
+                }
+            }
+        }
+        fixture.remote.openGate()
+        #expect(error?.code == 113)
+        // Nothing was written under the management that ended: the file is as open as before.
+        fixture.base.policy.removeManagedIdentity(dave)
+        #expect(try !files.isIsolated(atPath: path))
+        let read = try IdentityContext.withThreadIdentity(carol) { try files.readFile(atPath: path) }
+        #expect(read == Data("dave's open notes".utf8))
+    }
+
     @Test("a truncating open that completes empties the file and keeps its owner and permissions")
     func truncationStillTruncates() throws {
         let fixture = try Fixture()

@@ -490,16 +490,11 @@ public final class ProtectedFile: Sendable {
             var recorded = try manager.currentOwner(path: path, info: info, header: nil)
             try manager.policy.authorize(access, to: recorded)
             let owner = recorded.owner
-            if writes, let owner, !recorded.isIsolated, manager.isManaged(owner) {
-                // What the handle writes is written while its owner is managed: from now on the file is
-                // isolated, also after its owner stops being managed (never downgraded by a later withdrawal).
-                try manager.owners.recordIsolation(of: owner, fd: fd, path: path)
-                recorded = RecordedOwner(owner, isolated: true)
-            }
             if writes, let owner, manager.requiresEncryption(owner) {
-                // Never a plaintext handle that writes a file that must be encrypted: encrypt it first. The key
-                // comes before the file changes, and the handle opens with that key: a store that stops
-                // answering in between cannot leave the file encrypted with the open refused.
+                // Never a plaintext handle that writes a file that must be encrypted: encrypt it first (the
+                // encryption records it isolated). The key comes before the file or its record changes, and the
+                // handle opens with that key: a store that stops answering in between cannot leave the file
+                // encrypted, or recorded isolated, with the open refused.
                 let key = try manager.keyStore.currentKey(for: owner)
                 POSIX.closeFile(fd)
                 closed = true
@@ -508,7 +503,16 @@ public final class ProtectedFile: Sendable {
                     manager: manager, path: path, flags: flags, options: options.subtracting([.create, .truncate, .exclusive]),
                     permissions: permissions, writes: writes, since: since, knownKey: key)
             }
-            return Opened(path: path, owner: recorded, fd: fd, store: nil, opener: caller, revocation: try revocation(owner))
+            let token = try revocation(owner)
+            if writes, let owner, !recorded.isIsolated, manager.isManaged(owner) {
+                // What the handle writes is written while its owner is managed: from now on the file is
+                // isolated, also after its owner stops being managed (never downgraded by a later withdrawal).
+                // Recorded last, once the open can no longer fail for another reason: a refused open leaves
+                // the record as it was.
+                try manager.owners.recordIsolation(of: owner, fd: fd, path: path)
+                recorded = RecordedOwner(owner, isolated: true)
+            }
+            return Opened(path: path, owner: recorded, fd: fd, store: nil, opener: caller, revocation: token)
         } catch {
             if !closed { POSIX.closeFile(fd) }
             throw error
