@@ -34,6 +34,37 @@ final class TenantNamespacedKeyStore: KeyStore {
     }
 }
 
+/// A key store of the app's own that remembers each account's current key, as a store that saves a trip to a
+/// slower inner store on every new file would.
+final class CurrentKeyCachingStore: KeyStore {
+    let inner: FileKeyStore
+    private let current = LockedValue([Identity: ProtectionKey]())
+
+    init(_ inner: FileKeyStore) {
+        self.inner = inner
+    }
+
+    func currentKey(for identity: Identity) throws(ProtectionError) -> ProtectionKey {
+        if let key = current.withLock({ $0[identity] }) { return key }
+        let key = try inner.currentKey(for: identity)
+        current.withLock { $0[identity] = key }
+        return key
+    }
+
+    func key(withID id: ProtectionKeyID, for identity: Identity) throws(ProtectionError) -> ProtectionKey {
+        try inner.key(withID: id, for: identity)
+    }
+
+    @discardableResult
+    func rotateKey(for identity: Identity) throws(ProtectionError) -> ProtectionKey {
+        try inner.rotateKey(for: identity)
+    }
+
+    func destroyKeys(for identity: Identity) throws(ProtectionError) {
+        try inner.destroyKeys(for: identity)
+    }
+}
+
 @Suite("A key destroyed in a FileKeyStore stops every handle opened with it, whatever store passed it on")
 struct DestroyedKeyReachTests {
     static func manager(_ fixture: Fixture, _ store: some KeyStore) throws -> FileProtectionManager {
@@ -73,6 +104,38 @@ struct DestroyedKeyReachTests {
 
         try fixture.keys.destroyKeys(for: alice)
         #expect(protectionError { try handle.read(at: 0, upToCount: 100) }?.code == 103)
+    }
+
+    @Test("creating a file with a destroyed key that a wrapper still caches is refused and leaves no file")
+    func createWithCachedDestroyedKeyLeavesNoFile() throws {
+        let fixture = try Fixture()
+        let files = try Self.manager(fixture, CurrentKeyCachingStore(fixture.keys))
+        _ = try Self.openWritten(files, fixture.path("first.bin"))
+        try fixture.keys.destroyKeys(for: alice)
+
+        let path = fixture.path("second.bin")
+        let error = protectionError { try Self.openWritten(files, path) }
+        #expect(error?.code == 103)
+        #expect(!FileManager.default.fileExists(atPath: path))
+    }
+
+    @Test("a plain file that must be encrypted is left as it was when a wrapper still caches a destroyed key (103)")
+    func encryptionWithCachedDestroyedKeyLeavesFile() throws {
+        let fixture = try Fixture()
+        let files = try Self.manager(fixture, CurrentKeyCachingStore(fixture.keys))
+        _ = try Self.openWritten(files, fixture.path("first.bin"))
+        let path = fixture.path("plain.txt")
+        writeRaw(Array("alice's plaintext".utf8), to: path)
+        fixture.policy.fileEncryptionRequired = false
+        try files.protect(atPath: path, owner: alice)
+        fixture.policy.fileEncryptionRequired = true
+        try fixture.keys.destroyKeys(for: alice)
+
+        let error = protectionError {
+            try IdentityContext.withThreadIdentity(alice) { try files.openProtectedFile(atPath: path, options: [.read, .write]) }
+        }
+        #expect(error?.code == 103)
+        #expect(bytes(of: path) == Array("alice's plaintext".utf8))
     }
 
     @Test("an open racing the destruction through a caching wrapper never keeps a working handle",

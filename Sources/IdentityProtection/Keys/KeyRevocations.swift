@@ -134,6 +134,17 @@ package final class KeyRevocations: Sendable {
         revoked?.revoke()
     }
 
+    /// Refuses `key` when the `FileKeyStore` that handed it out has destroyed it: an open asks before it
+    /// changes a file with the key (a new header, an encryption in place), so that a key a wrapper still caches
+    /// leaves the file as it was.
+    /// - Throws: ``ProtectionError/keyNotFound(identity:keyID:)`` (103).
+    package func refuseIfDestroyed(_ key: ProtectionKey, of owner: Identity) throws(ProtectionError) {
+        guard let handedOut = HandedOutKey(key) else { return }
+        if state.withLock({ $0.destroyed.contains(handedOut) }) {
+            throw .keyNotFound(identity: owner, keyID: key.id)
+        }
+    }
+
     /// Revokes, in every scope, the tokens of handles opened with one of `keys` as handed out by the
     /// `FileKeyStore` instance `origin` (whatever owner the handles' files name), and refuses a token from now
     /// on to any open with one of them: the keys are being destroyed, whichever store passed them on.
