@@ -31,7 +31,7 @@ package final class KeyRevocations: Sendable {
         var tokens: [Identity: RevocationToken] = [:]
         /// The keys the handles holding each account's token were opened with (those a `FileKeyStore` handed
         /// out).
-        var keys: [Identity: Set<DestroyedKey>] = [:]
+        var keys: [Identity: Set<HandedOutKey>] = [:]
         /// The epoch of each account's last revocation.
         var revokedAt: [Identity: UInt64] = [:]
 
@@ -48,17 +48,28 @@ package final class KeyRevocations: Sendable {
         }
     }
 
-    /// One key of one owner, as handed out by one `FileKeyStore` instance.
-    private struct DestroyedKey: Hashable {
+    /// One key, as handed out by one `FileKeyStore` instance. The identity it was asked for takes no part: a
+    /// store that wraps the `FileKeyStore` may keep an account's keys under another name there (a tenant's
+    /// prefix, say), and the handle's owner is then not the name the keys are destroyed by.
+    private struct HandedOutKey: Hashable {
         let origin: UInt64
-        let owner: Identity
         let id: ProtectionKeyID
+
+        init?(_ key: ProtectionKey) {
+            guard let origin = key.origin else { return nil }
+            self.init(origin: origin, id: key.id)
+        }
+
+        init(origin: UInt64, id: ProtectionKeyID) {
+            self.origin = origin
+            self.id = id
+        }
     }
 
     private struct State {
         var scopes: [ObjectIdentifier: Scope] = [:]
         /// Every key destroyed by a `FileKeyStore`, by the store instance and the key's id.
-        var destroyed: Set<DestroyedKey> = []
+        var destroyed: Set<HandedOutKey> = []
 
         /// Drops the scopes of stores that are gone.
         mutating func dropReleasedScopes() {
@@ -89,7 +100,7 @@ package final class KeyRevocations: Sendable {
         for owner: Identity, in store: any KeyStore, since epoch: UInt64, key: ProtectionKey?
     ) throws(ProtectionError) -> RevocationToken {
         let (scopeKey, object) = Self.scopeKey(store)
-        let handedOut = key.flatMap { key in key.origin.map { DestroyedKey(origin: $0, owner: owner, id: key.id) } }
+        let handedOut = key.flatMap(HandedOutKey.init)
         return try state.withLock { (state: inout State) throws(ProtectionError) -> RevocationToken in
             if let handedOut, state.destroyed.contains(handedOut) {
                 throw .keyNotFound(identity: owner, keyID: handedOut.id)
@@ -123,20 +134,35 @@ package final class KeyRevocations: Sendable {
         revoked?.revoke()
     }
 
-    /// Revokes, in every scope, the tokens of handles on `owner`'s data opened with one of `keys` as handed out
-    /// by the `FileKeyStore` instance `origin`, and refuses a token from now on to any open with one of them:
-    /// the keys are being destroyed, whichever store passed them on. `keys == nil` (the destroyed keys could
-    /// not be listed) revokes `owner` in every scope.
+    /// Refuses `key` when the `FileKeyStore` that handed it out has destroyed it: an open asks before it
+    /// changes a file with the key (a new header, an encryption in place), so that a key a wrapper still caches
+    /// leaves the file as it was.
+    /// - Throws: ``ProtectionError/keyNotFound(identity:keyID:)`` (103).
+    package func refuseIfDestroyed(_ key: ProtectionKey, of owner: Identity) throws(ProtectionError) {
+        guard let handedOut = HandedOutKey(key) else { return }
+        if state.withLock({ $0.destroyed.contains(handedOut) }) {
+            throw .keyNotFound(identity: owner, keyID: key.id)
+        }
+    }
+
+    /// Revokes, in every scope, the tokens of handles opened with one of `keys` as handed out by the
+    /// `FileKeyStore` instance `origin` (whatever owner the handles' files name), and refuses a token from now
+    /// on to any open with one of them: the keys are being destroyed, whichever store passed them on.
+    /// `keys == nil` (the destroyed keys could not be listed) revokes `owner` in every scope.
     package func revoke(_ keys: Set<ProtectionKeyID>?, of owner: Identity, handedOutBy origin: UInt64) {
         let revoked = state.withLock { state -> [RevocationToken] in
             state.dropReleasedScopes()
-            let destroyed = keys.map { Set($0.map { DestroyedKey(origin: origin, owner: owner, id: $0) }) }
+            let destroyed = keys.map { Set($0.map { HandedOutKey(origin: origin, id: $0) }) }
             if let destroyed { state.destroyed.formUnion(destroyed) }
             var tokens: [RevocationToken] = []
             for (key, var scope) in state.scopes {
-                guard scope.tokens[owner] != nil || keys == nil else { continue }
-                if let destroyed, scope.keys[owner, default: []].isDisjoint(with: destroyed) { continue }
-                if let token = scope.revoke(owner) { tokens.append(token) }
+                let holders = destroyed.map { destroyed in
+                    scope.keys.compactMap { $0.value.isDisjoint(with: destroyed) ? nil : $0.key }
+                } ?? [owner]
+                guard !holders.isEmpty else { continue }
+                for holder in holders {
+                    if let token = scope.revoke(holder) { tokens.append(token) }
+                }
                 state.scopes[key] = scope
             }
             return tokens

@@ -21,8 +21,9 @@ import IdentityRuntime
 /// ``ProtectedFile`` handles hold their key: they stop when the keys are destroyed through a wipe
 /// (``FileProtectionManager/removeFiles(ownedBy:)``, `PolicyManager.wipeData(forAccount:)`) or through
 /// ``FileKeyStore/destroyKeys(for:)`` (which also stops the handles opened through a store that wraps the
-/// `FileKeyStore`: it revokes the destroyed keys by their ids); destroy the keys of another store through a
-/// wipe for the same effect.
+/// `FileKeyStore`: it revokes the destroyed keys by their ids, as long as the wrapper hands out the
+/// ``ProtectionKey`` values the `FileKeyStore` returned, not keys rebuilt from their id and material); destroy
+/// the keys of another store through a wipe for the same effect.
 ///
 /// A store that cannot answer refuses: ``ProtectionError/keyStoreUnavailable(reason:)``, never a key it is not
 /// sure of and never ``ProtectionError/keyNotFound(identity:keyID:)`` for a key it could not look up.
