@@ -16,7 +16,7 @@
 #   .build (release)            release (the callgrind gate and the release stress runs)
 #   .build-tsan                 --sanitize=thread (the test suite and the stress run under ThreadSanitizer)
 #   .build-integrations         every package under Integrations/ and Examples/TenantService, debug: SwiftNIO,
-#                               Hummingbird, Vapor, postgres-nio and their peers compile once
+#                               Hummingbird, Vapor, grpc-swift, postgres-nio and their peers compile once
 #   .build-integrations-tsan    the same packages under ThreadSanitizer (full lane)
 #   .build-integrations-release Integrations/IdentityNIO's release bench, identity-nio-bench (the NIO callgrind
 #                               gate, full lane)
@@ -260,6 +260,7 @@ landing_lane() {
     ci_step "Integrations/IdentityJWKS: swift test" step_package_test Integrations/IdentityJWKS
     ci_step "JWKS over loopback HTTP: interoperability with PyJWT's PyJWKClient, both ways" step_jwks_interop
     ci_step "Integrations/IdentityNIO: swift test" step_package_test Integrations/IdentityNIO
+    ci_step "Integrations/IdentityGRPC: swift test" step_package_test Integrations/IdentityGRPC
     ci_step "Examples/TenantService: swift test against a throwaway PostgreSQL" step_tenant_service_test
     ci_step "Integrations/IdentityPostgres: swift test against a throwaway PostgreSQL" step_postgres
 }
@@ -370,6 +371,7 @@ full_lane() {
     ci_step "Integrations/IdentityVapor under ThreadSanitizer" step_package_test_tsan Integrations/IdentityVapor
     ci_step "Integrations/IdentityJWKS under ThreadSanitizer" step_package_test_tsan Integrations/IdentityJWKS
     ci_step "Integrations/IdentityNIO under ThreadSanitizer" step_package_test_tsan Integrations/IdentityNIO
+    ci_step "Integrations/IdentityGRPC under ThreadSanitizer" step_package_test_tsan Integrations/IdentityGRPC
     ci_step "Integrations/IdentityPostgres under ThreadSanitizer (stores, offline, kill and restart, tenant isolation)" step_postgres_tsan
     ci_step "Examples/TenantService: tenant-load, with and without the middleware and a bare check, documents in PostgreSQL" step_load
     ci_step "Benchmarks/: allocation thresholds" step_benchmarks
