@@ -101,8 +101,14 @@ public struct IdentityDispatchQueue: Sendable {
         let snapshot = IdentitySnapshot.capture(flow: flow)
         // The common submission: the frame is the context of dispatch_async_f (no block, no closure around
         // the work), unless strict mode or a fault must wrap the unit.
-        if group == nil, flags.isEmpty, qos == .unspecified, let direct, !DiagnosticsScope.isActive {
-            direct.async(IdentityFrame(unit: snapshot.identity, work: work))
+        if group == nil, flags.isEmpty, qos == .unspecified, !DiagnosticsScope.isActive {
+            let frame = IdentityFrame(unit: snapshot.identity, work: work)
+            if let direct {
+                direct.async(frame)
+            } else {
+                // The frame is the closure's whole context: one block, nothing around the work.
+                underlying.async { frame.runUnit() }
+            }
             return
         }
         let unit = snapshot.prepare(site: SubmitSite(fileID: file, line: line), work)
@@ -186,9 +192,13 @@ public struct IdentityDispatchQueue: Sendable {
     @usableFromInline
     func runSynchronously(flags: DispatchWorkItemFlags, flow: IdentityFlow, _ body: () -> Void) {
         let snapshot = IdentitySnapshot.capture(flow: flow)
-        if flags.isEmpty, let direct {
-            // dispatch_sync_f with the caller's closure as the context: no block.
-            direct.sync { snapshot.run(body) }
+        if flags.isEmpty {
+            if let direct {
+                // dispatch_sync_f with the caller's closure as the context: no block.
+                direct.sync { snapshot.run(body) }
+            } else {
+                underlying.sync { snapshot.run(body) }
+            }
         } else {
             underlying.sync(flags: flags) { snapshot.run(body) }
         }
