@@ -33,13 +33,18 @@ struct VerificationMetricsTests {
         }
         let wrongAudience = try signer.sign(account: alice, audience: "audit")
         tokens.append(wrongAudience)
-        for token in [tokens[0], wrongAudience, "a.b.c", String(tokens[1].dropLast(2)) + "AA"] {
+        // A signature changed in its middle (never the same token, and still canonical base64url).
+        var tampered = Array(tokens[1])
+        let middle = tampered.count - 20
+        tampered[middle] = tampered[middle] == "A" ? "B" : "A"
+        for token in [tokens[0], wrongAudience, "a.b.c", String(tampered)] {
             #expect(throws: AssertionError.self) { try verifier.verify(token) }
         }
         #expect(test.total(Names.tokenVerifications, [("outcome", "accepted")]) == 3)
         #expect(test.total(Names.tokenVerifications, [("outcome", "replayed")]) == 1)
         #expect(test.total(Names.tokenVerifications, [("outcome", "wrongAudience")]) == 1)
         #expect(test.total(Names.tokenVerifications, [("outcome", "malformed")]) == 1)
+        #expect(test.total(Names.tokenVerifications, [("outcome", "badSignature")]) == 1)
         #expect(test.counterTotal(label: Names.tokenVerifications) == 7)
         #expect(test.total(Names.tokenCacheHits) == 0)
         test.expectNoDimension(containing: accounts.map(\.name) + tokens + tokens.flatMap { $0.split(separator: ".").map(String.init) })
