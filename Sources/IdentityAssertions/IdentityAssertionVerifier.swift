@@ -94,6 +94,8 @@ public final class IdentityAssertionVerifier: Sendable {
     /// The longest lifetime (`exp - iat`, seconds) a token may have: one that claims more is refused
     /// (``AssertionError/lifetimeTooLong(seconds:maximum:)``).
     public let maximumLifetime: TimeInterval
+    /// What sees every verification's outcome (``AssertionVerificationObserver``); `nil` for nothing.
+    public let observer: (any AssertionVerificationObserver)?
     private let clock: @Sendable () -> Date
     /// The issuers' and the audience's UTF-8, compared byte for byte.
     private let issuerBytes: Set<[UInt8]>
@@ -114,27 +116,31 @@ public final class IdentityAssertionVerifier: Sendable {
     ///   - replayCacheCapacity: single-use mode: the most unexpired token IDs remembered (default 100,000).
     ///   - tokenCacheCapacity: reusable mode: the most verified tokens kept (default 10,000).
     ///   - maximumLifetime: the longest `exp - iat` accepted, in seconds (default 3,600: one hour).
+    ///   - observer: what sees the outcome of every verification (metrics, audit); `nil` (the default) for
+    ///     nothing.
     ///   - clock: the current time (tests pass their own).
     ///
     /// Key IDs, issuers and the audience are matched byte for byte: give them in the spelling the tokens use.
     public convenience init(
         keys: [String: AssertionVerificationKey], issuers: Set<String>, audience: String, mode: Mode = .singleUse,
         clockSkew: TimeInterval = 60, replayCacheCapacity: Int = 100_000, tokenCacheCapacity: Int = 10_000,
-        maximumLifetime: TimeInterval = 3_600, clock: @escaping @Sendable () -> Date = { Date() }
+        maximumLifetime: TimeInterval = 3_600, observer: (any AssertionVerificationObserver)? = nil,
+        clock: @escaping @Sendable () -> Date = { Date() }
     ) {
         self.init(
             keySet: AssertionKeySet(keys), issuers: issuers, audience: audience, mode: mode, clockSkew: clockSkew,
             replayCacheCapacity: replayCacheCapacity, tokenCacheCapacity: tokenCacheCapacity,
-            maximumLifetime: maximumLifetime, clock: clock)
+            maximumLifetime: maximumLifetime, observer: observer, clock: clock)
     }
 
     /// A verifier of the keys of `keySet` (for example read from a JWKS document,
     /// `AssertionKeySet(jwks:)`); the other parameters as in
-    /// ``init(keys:issuers:audience:mode:clockSkew:replayCacheCapacity:tokenCacheCapacity:maximumLifetime:clock:)``.
+    /// ``init(keys:issuers:audience:mode:clockSkew:replayCacheCapacity:tokenCacheCapacity:maximumLifetime:observer:clock:)``.
     public init(
         keySet: AssertionKeySet, issuers: Set<String>, audience: String, mode: Mode = .singleUse,
         clockSkew: TimeInterval = 60, replayCacheCapacity: Int = 100_000, tokenCacheCapacity: Int = 10_000,
-        maximumLifetime: TimeInterval = 3_600, clock: @escaping @Sendable () -> Date = { Date() }
+        maximumLifetime: TimeInterval = 3_600, observer: (any AssertionVerificationObserver)? = nil,
+        clock: @escaping @Sendable () -> Date = { Date() }
     ) {
         var initial = State()
         for (id, key) in keySet.storage { initial.install(key, id: id) }
@@ -148,6 +154,7 @@ public final class IdentityAssertionVerifier: Sendable {
         self.replayCacheCapacity = max(1, replayCacheCapacity)
         self.tokenCacheCapacity = max(1, tokenCacheCapacity)
         self.maximumLifetime = max(0, maximumLifetime)
+        self.observer = observer
         self.clock = clock
     }
 
@@ -203,7 +210,22 @@ public final class IdentityAssertionVerifier: Sendable {
 
     /// The assertion `token` carries, once every check passed. Single-use mode: the token ID is then used up.
     /// Reusable mode: the token is then kept, and answered from the cache at its next uses while it is valid.
+    /// The ``observer``, if any, hears the outcome first.
     public func verify(_ token: String) throws(AssertionError) -> IdentityAssertion {
+        guard let observer else { return try verified(token).assertion }
+        let result: (assertion: IdentityAssertion, fromCache: Bool)
+        do throws(AssertionError) {
+            result = try verified(token)
+        } catch {
+            observer.didRefuse(error)
+            throw error
+        }
+        observer.didAccept(result.assertion, fromCache: result.fromCache)
+        return result.assertion
+    }
+
+    /// ``verify(_:)`` without the observer; `fromCache`: reusable mode answered from its token cache.
+    private func verified(_ token: String) throws(AssertionError) -> (assertion: IdentityAssertion, fromCache: Bool) {
         switch mode {
         case .singleUse:
             let checked = try check(Array(token.utf8))
@@ -213,14 +235,14 @@ public final class IdentityAssertionVerifier: Sendable {
                 try state.remember(checked.assertion, now: now, until: checked.assertion.expiresAt.addingTimeInterval(clockSkew),
                                    capacity: replayCacheCapacity)
             }
-            return checked.assertion
+            return (checked.assertion, false)
         case .reusable:
             return try verifyReusable(token)
         }
     }
 
     /// Reusable mode: the cached answer for exactly these bytes, else a full verification, then cached.
-    private func verifyReusable(_ token: String) throws(AssertionError) -> IdentityAssertion {
+    private func verifyReusable(_ token: String) throws(AssertionError) -> (assertion: IdentityAssertion, fromCache: Bool) {
         var token = token
         token.makeContiguousUTF8()
         let cached = token.utf8.withContiguousStorageIfAvailable { bytes in
@@ -233,7 +255,7 @@ public final class IdentityAssertionVerifier: Sendable {
                 }
             }
         }
-        if let assertion = try cached?.get() { return assertion }
+        if let assertion = try cached?.get() { return (assertion, true) }
 
         let bytes = Array(token.utf8)
         let checked = try check(bytes)
@@ -243,7 +265,7 @@ public final class IdentityAssertionVerifier: Sendable {
             try state.confirm(checked)
             state.cache(checked, bytes: bytes, digest: digest, now: now, clockSkew: clockSkew, capacity: tokenCacheCapacity)
         }
-        return checked.assertion
+        return (checked.assertion, false)
     }
 
     /// The SHA-256 of a token's bytes, the key of the token cache.

@@ -33,7 +33,8 @@ extension PolicyManager {
     ///    creates inherit it; wrapped queues capture it), on the caller's actor.
     ///
     /// Each call decides exactly once: `operation` runs, or the error is thrown. Errors `operation` throws
-    /// pass through unchanged.
+    /// pass through unchanged. The ``observer``, if any, hears each decision once, before `operation` runs or
+    /// the error is thrown (``PolicyManagerObserver``).
     public func withAdmittedIdentity<Result>(
         _ account: Identity, reason: AdmissionReason = .request,
         isolation: isolated (any Actor)? = #isolation,
@@ -67,10 +68,24 @@ extension PolicyManager {
     }
 
     /// Decides whether `account` is admitted (steps 1 and 2 of ``withAdmittedIdentity(_:reason:isolation:operation:)``).
+    /// The ``observer``, if any, hears the outcome (read in the critical section the decision takes anyway).
     func admit(_ account: Identity, reason: AdmissionReason) async throws(AdmissionError) {
         let now = DispatchTime.now().uptimeNanoseconds
+        let (step, observer) = state.withLock { state in (state.admissionStep(for: account, at: now), state.observer) }
+        guard let observer else { return try await admit(account, reason: reason, step: step) }
+        do throws(AdmissionError) {
+            try await admit(account, reason: reason, step: step)
+        } catch {
+            observer.didRefuseAdmission(error, reason: reason)
+            throw error
+        }
+        observer.didAdmit(account, reason: reason)
+    }
+
+    /// Carries out the admission step the state decided.
+    private func admit(_ account: Identity, reason: AdmissionReason, step: PolicyState.AdmissionDecision) async throws(AdmissionError) {
         let outcome: AdmissionOutcome
-        switch state.withLock({ $0.admissionStep(for: account, at: now) }) {
+        switch step {
         case .admitted, .checks(.admitted):
             return
         case let .refused(error):

@@ -54,12 +54,17 @@ extension PolicyManager {
     /// 3. `account` is removed from the windows showing it, its conditional-launch blocks clear, and
     ///    `.wipeDidComplete` is posted (with the ``PolicyEvent/wipeDidComplete(account:)`` event), whatever
     ///    the outcome.
+    /// 4. The ``observer``, if any, gets the report and the wipe's duration
+    ///    (``PolicyManagerObserver/didWipe(_:tenant:unreadable:duration:)``).
     ///
     /// When it returns, no file owned by `account` remains under the roots (unless the delegate handled the
     /// wipe itself).
     @discardableResult
     public func wipeData(forAccount account: Identity) async -> WipeReport {
-        await SelectiveWipe(manager: self).run { [account] _ in ([account], []) }.reports[0]
+        let observed = startObservingWipe()
+        let report = await SelectiveWipe(manager: self).run { [account] _ in ([account], []) }.reports[0]
+        if case let (observer, start)? = observed { observer.didWipe([report], tenant: nil, unreadable: [], duration: .now - start) }
+        return report
     }
 
     /// Wipes every account of `tenant` as ``wipeData(forAccount:)`` does, in one pass over the files: the
@@ -67,6 +72,7 @@ extension PolicyManager {
     /// roots whose tenant it is.
     @discardableResult
     public func wipeData(forTenant tenant: TenantID) async -> TenantWipeReport {
+        let observed = startObservingWipe()
         let (reports, unreadable) = await SelectiveWipe(manager: self).run { files in
             var accounts = Set(self.state.withLock { $0.accounts.known(inTenant: tenant) })
             // The search goes on past what it cannot read, and reports it: the owners it did find are wiped,
@@ -75,7 +81,15 @@ extension PolicyManager {
             accounts.formUnion(found.owners.filter { !$0.isUnmanaged && self.tenant(for: $0) == tenant })
             return (accounts.sorted { $0.foldedName < $1.foldedName }, found.unreadable)
         }
+        if case let (observer, start)? = observed {
+            observer.didWipe(reports, tenant: tenant, unreadable: unreadable, duration: .now - start)
+        }
         return TenantWipeReport(tenant: tenant, accounts: reports, leftovers: unreadable)
+    }
+
+    /// The ``observer`` and the time a wipe starts, when there is an observer (no clock is read otherwise).
+    private func startObservingWipe() -> (observer: any PolicyManagerObserver, start: ContinuousClock.Instant)? {
+        state.withLock { $0.observer }.map { ($0, .now) }
     }
 
     /// The last step of a wipe of `account`: it leaves the windows showing it (superseding switches to it),

@@ -27,6 +27,8 @@ struct PolicyState {
     /// What the selective wipe deletes files with (its storage; the file manager itself weakly).
     var fileProtection: FileProtectionLink?
     var keyStore: (any KeyStore)?
+    /// What sees admissions and wipes (``PolicyManager/observer``).
+    var observer: (any PolicyManagerObserver)?
     var switches = UISwitchStateMachine()
     var accounts = AccountIndex()
     var blocks = BlockRegistry()

@@ -7,6 +7,7 @@ import IdentityPolicy
 import IdentityProtection
 import IdentityRuntime
 import NIOCore
+import Prometheus
 
 /// The document service's routes. Each request for an account runs through the same legacy hops, deepest
 /// last: an `IdentityDispatchQueue` block submits an `IdentityOperationQueue` operation (which does the file
@@ -20,9 +21,17 @@ import NIOCore
 /// | `POST /docs/:owner/:name/export?to=onedrive\|sharepoint\|dropbox\|local` | copies the caller's document where the policy allows saving it: else 403 `save-to-blocked` |
 /// | `DELETE /accounts/:account` | wipes the caller's own account (files and keys): 403 `not-your-account` for another |
 /// | `/db/docs...` | documents in PostgreSQL under row-level security (``addDatabaseRoutes(to:)``) |
+///
+/// And, outside every prefix and middleware, `GET /metrics`: the identity metrics in Prometheus' text format.
 extension TenantServices {
     public func documentRouter() -> Router<TenantRequestContext> {
         let router = Router(context: TenantRequestContext.self)
+        let registry = metricsRegistry
+        router.get("/metrics") { _, _ -> Response in
+            Response(
+                status: .ok, headers: [.contentType: "text/plain; version=0.0.4; charset=utf-8"],
+                body: ResponseBody(byteBuffer: ByteBuffer(bytes: registry.emitToBuffer())))
+        }
         addDocumentRoutes(to: router.group("/v1").add(middleware: IdentityMiddleware(verifier: documentsVerifier, policies: policies)))
         addDocumentRoutes(to: router.group("/reusable").add(middleware: IdentityMiddleware(verifier: bearerVerifier, policies: policies)))
         addDocumentRoutes(to: router.group("/plain").add(middleware: PlainIdentityMiddleware(policies: policies)))

@@ -4,12 +4,14 @@ import HTTPTypes
 import Hummingbird
 import IdentityHummingbird
 import IdentityLogging
+import IdentityMetrics
 import IdentityPolicy
 import IdentityAssertions
 import IdentityPostgres
 import IdentityProtection
 import IdentityRuntime
 import Logging
+import Prometheus
 import Synchronization
 
 /// The two services of the example, set up in a temporary directory:
@@ -33,6 +35,11 @@ import Synchronization
 /// sets up its database and roles, starts the pool and runs `verify()` before it serves, and refuses to start when
 /// that fails. Without one, the `/db` routes answer 503 `database-not-configured` and nothing else changes.
 ///
+/// The document service's identity metrics (IdentityMetrics: admissions and refusals, blocks, policy reloads and
+/// errors, token verifications, key store fetches, wipes) are exported in Prometheus' text format at `GET /metrics`,
+/// outside the identity middleware, from a registry of its own (``metricsRegistry``): its manager is observed, its
+/// key store metered and both verifiers report to them.
+///
 /// Callers (the load driver, the tests) sign their tokens with ``gatewaySigner`` (issuer `gateway`).
 public final class TenantServices: Sendable {
     public static let documentsAudience = "documents"
@@ -51,6 +58,12 @@ public final class TenantServices: Sendable {
     public let documentsVerifier: IdentityAssertionVerifier
     /// The verifier of the `/reusable` routes: the same key, issuer and audience, in reusable mode.
     public let bearerVerifier: IdentityAssertionVerifier
+    /// Where the document service's identity metrics are kept, and read by `GET /metrics`.
+    public let metricsRegistry: PrometheusCollectorRegistry
+    /// The document service's identity metrics (tenant dimension on: the example's 8 tenants).
+    public let metrics: IdentityRuntimeMetrics
+    /// Counts what ``policies`` decides; run by ``withRunningServices(_:)``.
+    let policyMetrics: PolicyManagerMetrics
     /// What the document service signs its calls to the audit service with.
     let serviceSigner: IdentityAssertionSigner
     let httpClient: HTTPClient
@@ -88,8 +101,14 @@ public final class TenantServices: Sendable {
             }
         }
         policies = Tenants.policyManager()
+        // A registry of this instance's own (not the process's MetricsSystem): tests run several services at once.
+        metricsRegistry = PrometheusCollectorRegistry()
+        metrics = IdentityRuntimeMetrics(
+            configuration: .init(tenantDimension: .enabled(maximumTenants: Tenants.tenantCount)),
+            factory: PrometheusMetricsFactory(registry: metricsRegistry))
+        policyMetrics = metrics.observe(policies)
         files = try FileProtectionManager(
-            roots: [root + "/documents", root + "/exports"], keyStore: FileKeyStore(atPath: root + "/keys"),
+            roots: [root + "/documents", root + "/exports"], keyStore: metrics.meter(FileKeyStore(atPath: root + "/keys")),
             policy: policies, stateDirectory: root + "/state")
         policies.fileProtection = files
         let policies = policies
@@ -101,10 +120,10 @@ public final class TenantServices: Sendable {
         // Every request of a load run carries a new token, valid for minutes: room for a million token IDs.
         documentsVerifier = IdentityAssertionVerifier(
             keys: ["gateway-1": gatewayKey.publicKey], issuers: ["gateway"], audience: Self.documentsAudience,
-            replayCacheCapacity: 1_000_000)
+            replayCacheCapacity: 1_000_000, observer: metrics.verificationObserver)
         bearerVerifier = IdentityAssertionVerifier(
             keys: ["gateway-1": gatewayKey.publicKey], issuers: ["gateway"], audience: Self.documentsAudience,
-            mode: .reusable)
+            mode: .reusable, observer: metrics.verificationObserver)
         audit = auditURL == nil ? AuditService(trustedKey: serviceKey.publicKey, echo: echoAuditLog) : nil
         auditBaseURL.withLock { $0 = auditURL }
 
@@ -146,6 +165,8 @@ public final class TenantServices: Sendable {
         let localAudit = audit.map { $0.application { port in continuation.yield(("audit", port)) } }
         try await databaseDocuments?.provision()
         return try await withThrowingTaskGroup(of: T?.self) { group in
+            let policyMetrics = policyMetrics
+            group.addTask { await policyMetrics.run(); return nil }
             if let databaseDocuments {
                 group.addTask { await databaseDocuments.run(); return nil }
                 do {

@@ -32,8 +32,14 @@
 // document service reaches it over loopback with a signed assertion, and it reports its log's counts at
 // GET /summary. CPU time per request counts this process only (the driver and the document service).
 //
-// Exit status 1 on any misattribution, cross-tenant read accepted, cross-tenant database row, unexpected answer
-// or transport error. The
+// After the rounds, the metrics check (MetricsCheck.swift): the driver blocks one account and sends it valid tokens
+// (refused at admission), replays them, and sends tokens for another audience, then reads the document service's
+// GET /metrics (IdentityMetrics through swift-prometheus): every refusal it caused must be counted once, and every
+// request it sent through the identity middleware verified and admitted once (reusable tokens: cache hits after the
+// first use).
+//
+// Exit status 1 on any misattribution, cross-tenant read accepted, cross-tenant database row, unexpected answer,
+// transport error or metrics mismatch. The
 // latency and throughput targets are reported (met / MISSED), not enforced: wall clock on a shared machine.
 import AsyncHTTPClient
 import Foundation
@@ -202,6 +208,8 @@ func main() async -> Int32 {
                 print("tenant-load: setup failed, \(writes) of \(accounts * stores.count) notes written")
                 return Int32(1)
             }
+            // What went through the identity middleware (the notes above, through /v1), for the metrics check.
+            var sent = IdentityRequests(admitted: writes)
             // Reusable mode: each account's client signs its token once and keeps it for the whole run (warm-up
             // included: its first use there is the one full verification).
             let keptTokens = try TokenPool(keeping: services.gatewaySigner)
@@ -213,8 +221,11 @@ func main() async -> Int32 {
                 case .bare: bareWarmUp
                 case .plain: nil
                 }
-                _ = await driver.run(mode: mode, sequences: 0..<16, tokens: warmUpTokens)
+                let (_, warmUpTally) = await driver.run(mode: mode, sequences: 0..<16, tokens: warmUpTokens)
+                sent.count(warmUpTally.requests, mode: mode)
             }
+            // Each kept token's first use (in the warm-up) was its one full verification.
+            if modes.contains(.reusable) { sent.cacheHits -= accounts }
 
             let singleUse = modes.contains(.verified)
             if singleUse {
@@ -241,6 +252,7 @@ func main() async -> Int32 {
                     results[mode]!.seconds += seconds
                     results[mode]!.cpuSeconds += processCPUSeconds() - cpuStart
                     results[mode]!.tally.add(tally)
+                    sent.count(tally.requests, mode: mode)
                 }
                 print("  round \(round + 1)/\(options.rounds) done")
             }
@@ -252,7 +264,8 @@ func main() async -> Int32 {
             } else {
                 throw UsageError("no audit service")
             }
-            return report(results, audit: audit, database: options.database)
+            let metricsCheck = try await MetricsCheck(client: client, baseURL: documentsURL, services: services).run(sent: sent)
+            return report(results, audit: audit, database: options.database, metricsCheck: metricsCheck)
         }
         try await client.shutdown()
         try await services.shutDown()
@@ -263,7 +276,7 @@ func main() async -> Int32 {
     }
 }
 
-func report(_ results: [Mode: ModeResult], audit: AuditSummary, database: Bool) -> Int32 {
+func report(_ results: [Mode: ModeResult], audit: AuditSummary, database: Bool, metricsCheck: (lines: [String], passed: Bool)) -> Int32 {
     struct Row {
         let throughput, p50, p99, cpuPerRequest: Double
     }
@@ -325,7 +338,8 @@ func report(_ results: [Mode: ModeResult], audit: AuditSummary, database: Bool) 
         print("database audit: \(databaseTotal.databaseReads) reads and \(databaseTotal.databaseListings) unscoped listings, "
               + "\(databaseTotal.databaseRows) rows audited, \(databaseTotal.crossTenantRows) of another tenant")
     }
-    var failed = audit.mismatched > 0
+    for line in metricsCheck.lines { print(line) }
+    var failed = audit.mismatched > 0 || !metricsCheck.passed
     for mode in Mode.allCases {
         guard let tally = results[mode]?.tally else { continue }
         if tally.misattributions + tally.crossTenantReadsAccepted + tally.crossTenantRows + tally.unexpected + tally.transportErrors > 0 {
@@ -339,7 +353,8 @@ func report(_ results: [Mode: ModeResult], audit: AuditSummary, database: Bool) 
         print("FAILED: no database read or listing was checked")
     }
     print(failed ? "tenant-load: FAILED" : "tenant-load: every response checked, 0 misattributions, 0 cross-tenant reads accepted"
-          + (database ? ", 0 cross-tenant rows in \(databaseTotal.databaseReads + databaseTotal.databaseListings) database answers" : ""))
+          + (database ? ", 0 cross-tenant rows in \(databaseTotal.databaseReads + databaseTotal.databaseListings) database answers" : "")
+          + ", every identity refusal and admission counted once in /metrics")
     return failed ? 1 : 0
 }
 
