@@ -81,6 +81,16 @@ extension FleetTests {
             }
         }
 
+        /// Whether one call succeeds within `seconds`, tried again after each typed refusal: a server just
+        /// thawed or restarted (crash recovery, a pool reconnecting) on a loaded machine may take longer than
+        /// one call's deadline to answer its first query. The burst that follows is then judged.
+        static func answers(_ manager: DataProtectionManager, within seconds: Double) async -> Bool {
+            await eventually(within: seconds) {
+                let probe = Identity("probe-\(UUID().uuidString.prefix(8))@contoso.com")
+                return (try? await manager.async.protect(Data("probe".utf8), owner: probe)) != nil
+            }
+        }
+
         /// Polls `condition` every 10 ms (suspending) until it holds or `seconds` passed.
         static func eventually(within seconds: Double, _ condition: () async -> Bool) async -> Bool {
             let deadline = ContinuousClock.now + .milliseconds(Int64(seconds * 1000))
@@ -150,6 +160,7 @@ extension FleetTests {
             // After: the same connections recover; every call succeeds again.
             heartbeat.enter("after")
             #expect(await Self.eventually(within: 20) { fleet.status.isConnected && fleet.status.isListening })
+            #expect(await Self.answers(manager, within: 20))
             let after = await Self.burst(manager, phase: "after")
             #expect(after.allSatisfy { $0.envelope != nil }, "\(after.compactMap(\.errorText).prefix(3))")
             made += after
@@ -166,6 +177,7 @@ extension FleetTests {
             try ServerControl.start()
             heartbeat.enter("restarted")
             #expect(await Self.eventually(within: 30) { fleet.status.isConnected && fleet.status.isListening })
+            #expect(await Self.answers(manager, within: 30))
             let restarted = await Self.burst(manager, phase: "restarted")
             #expect(restarted.allSatisfy { $0.envelope != nil }, "\(restarted.compactMap(\.errorText).prefix(3))")
             made += restarted
