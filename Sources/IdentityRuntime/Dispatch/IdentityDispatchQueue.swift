@@ -102,17 +102,19 @@ public struct IdentityDispatchQueue: Sendable {
         // The common submission: the frame is the context of dispatch_async_f (no block, no closure around
         // the work), unless strict mode or a fault must wrap the unit.
         if group == nil, flags.isEmpty, qos == .unspecified, !DiagnosticsScope.isActive {
-            let frame = IdentityFrame(unit: snapshot.identity, work: work)
-            if let direct {
-                direct.async(frame)
-            } else {
-                // The frame is the closure's whole context: one block, nothing around the work.
-                underlying.async { frame.runUnit() }
-            }
+            guard let direct else { return asyncThroughOverlay(IdentityFrame(unit: snapshot.identity, work: work)) }
+            direct.async(IdentityFrame(unit: snapshot.identity, work: work))
             return
         }
         let unit = snapshot.prepare(site: SubmitSite(fileID: file, line: line), work)
         underlying.async(group: group, qos: qos, flags: flags, execute: unit.run)
+    }
+
+    /// The common submission where libdispatch's queue object is out of reach: the frame is the closure's whole
+    /// context (one block, nothing around the work). Kept out of line so the direct path pays nothing for it.
+    @inline(never)
+    private func asyncThroughOverlay(_ frame: IdentityFrame) {
+        underlying.async { frame.runUnit() }
     }
 
     /// Submits `work` to run no earlier than `deadline`, under the identity `flow` gives it, captured now.
