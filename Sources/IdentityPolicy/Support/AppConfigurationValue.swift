@@ -96,7 +96,3 @@ enum JSONReadError: Error {
     case malformed(String)
     case notAnObject(found: String)
 }
-
-/// The former name of ``AppConfigurationValue``.
-@available(*, deprecated, renamed: "AppConfigurationValue")
-public typealias JSONValue = AppConfigurationValue
