@@ -10,7 +10,7 @@
 /// Task.detached { await snapshot.run { await sync() } }
 /// ```
 ///
-/// ``run(_:)`` binds the captured identity in a fresh scope: the unit observes exactly the captured identity
+/// ``run(_:)->_`` binds the captured identity in a fresh scope: the unit observes exactly the captured identity
 /// (`nil` hides whatever the thread had), may change it for its own remainder with
 /// `setCurrentThreadIdentity(_:)`, and leaves the thread exactly as it found it, on return and on throw.
 public struct IdentitySnapshot: Sendable, Hashable {
@@ -33,7 +33,7 @@ public struct IdentitySnapshot: Sendable, Hashable {
         try IdentityContext.withThreadIdentity(identity, operation: body)
     }
 
-    /// ``run(_:)`` for a body that returns nothing, so that `snapshot.run { Task { ... } }` resolves without
+    /// ``run(_:)->_`` for a body that returns nothing, so that `snapshot.run { Task { ... } }` resolves without
     /// annotations wherever the call's own value is not used.
     public func run<Failure: Error>(_ body: () throws(Failure) -> Void) throws(Failure) {
         try IdentityContext.withThreadIdentity(identity, operation: body)
