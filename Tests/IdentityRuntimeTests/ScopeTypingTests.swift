@@ -113,3 +113,33 @@ struct ScopeTypingTests {
         #expect(done.withLock { $0 } == Accounts.bob)
     }
 }
+
+@Suite("IdentityDispatchQueue.sync and asyncAndWait keep the work's error type")
+struct DispatchScopeTypingTests {
+    @Test("sync and asyncAndWait throw the work's typed error and return its value")
+    func syncKeepsTypedErrors() {
+        let queue = IdentityDispatchQueue(label: "scope-typing")
+        do throws(ScopeFailure) {
+            _ = try queue.sync { () throws(ScopeFailure) -> Int in try refuse(6) }
+            Issue.record("the work threw")
+        } catch {
+            let typed: ScopeFailure = error
+            #expect(typed == .refused(6))
+        }
+        do throws(ScopeFailure) {
+            _ = try queue.asyncAndWait { () throws(ScopeFailure) -> Int in try refuse(7) }
+            Issue.record("the work threw")
+        } catch {
+            let typed: ScopeFailure = error
+            #expect(typed == .refused(7))
+        }
+        let seen = IdentityContext.withThreadIdentity(Accounts.alice) {
+            queue.sync { IdentityContext.currentThreadIdentity }
+        }
+        let waited = IdentityContext.withThreadIdentity(Accounts.bob) {
+            queue.asyncAndWait { IdentityContext.currentThreadIdentity }
+        }
+        #expect(seen == Accounts.alice)
+        #expect(waited == Accounts.bob)
+    }
+}

@@ -165,36 +165,31 @@ public struct IdentityDispatchQueue: Sendable {
     // MARK: Synchronous submission
 
     /// Runs `work` on the queue and waits for it, under the identity `flow` gives it at the call (by default
-    /// the caller's). Returns what `work` returns and rethrows what it throws.
+    /// the caller's). Returns what `work` returns and throws what it throws, with its type.
     ///
     /// `work` runs in a scope of its own, also when libdispatch runs it on the calling thread (every queue
     /// but, on Apple platforms, the main one): an unscoped `setCurrentThreadIdentity(_:)` inside it lasts
     /// until it returns, a `Task {}` created after such a change keeps the changed identity, and the caller
     /// (with the tasks it created before) never observes it.
     @inlinable
-    public func sync<T>(
+    public func sync<T, Failure: Error>(
         flags: DispatchWorkItemFlags = [],
         flow: IdentityFlow = .inherit,
-        execute work: () throws -> T
-    ) rethrows -> T {
+        execute work: () throws(Failure) -> T
+    ) throws(Failure) -> T {
         // Inlined so the result and error handling are specialized in the caller; the identity work is
         // one non-generic call.
         var result: T?
-        var failure: (any Error)?
+        var failure: Failure?
         runSynchronously(flags: flags, flow: flow) {
-            do {
+            do throws(Failure) {
                 result = try work()
             } catch {
                 failure = error
             }
         }
-        if let failure { return try Self.rethrowing(failure, rescue: { throw $0 }) }
+        if let failure { throw failure }
         return result.unsafelyUnwrapped
-    }
-
-    @usableFromInline
-    static func rethrowing<T>(_ error: any Error, rescue: (any Error) throws -> T) rethrows -> T {
-        try rescue(error)
     }
 
     /// Runs `body` on the queue, waiting, under the identity `flow` gives it now.
@@ -219,23 +214,26 @@ public struct IdentityDispatchQueue: Sendable {
     ///
     /// Where the platform has `DispatchQueue.asyncAndWait` it is used; elsewhere (Linux) this is `sync`,
     /// which has the same observable contract: `work` has run when the call returns.
-    public func asyncAndWait<T>(
+    public func asyncAndWait<T, Failure: Error>(
         flow: IdentityFlow = .inherit,
-        execute work: () throws -> T
-    ) rethrows -> T {
+        execute work: () throws(Failure) -> T
+    ) throws(Failure) -> T {
         let snapshot = IdentitySnapshot.capture(flow: flow)
+        var result: Result<T, Failure>?
         #if canImport(Darwin)
         if #available(macOS 10.14, iOS 12, tvOS 12, watchOS 5, *) {
-            return try withoutActuallyEscaping(work) { work in
-                var result: Result<T, any Error>?
+            withoutActuallyEscaping(work) { work in
                 underlying.asyncAndWait {
-                    result = Result { try snapshot.run(work) }
+                    result = Result { () throws(Failure) -> T in try snapshot.run(work) }
                 }
-                return try result!.get()
             }
+            return try result.unsafelyUnwrapped.get()
         }
         #endif
-        return try underlying.sync { try snapshot.run(work) }
+        underlying.sync {
+            result = Result { () throws(Failure) -> T in try snapshot.run(work) }
+        }
+        return try result.unsafelyUnwrapped.get()
     }
 
     /// Runs `work` for each index in `0..<iterations`, in parallel, and waits; every iteration observes the
