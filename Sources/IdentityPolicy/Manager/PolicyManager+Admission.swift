@@ -35,6 +35,9 @@ extension PolicyManager {
     /// Each call decides exactly once: `operation` runs, or the error is thrown. Errors `operation` throws
     /// pass through unchanged. The ``observer``, if any, hears each decision once, before `operation` runs or
     /// the error is thrown (``PolicyManagerObserver``).
+    // Inlinable so that it is specialized for the caller's result type: a middleware's call then looks up no
+    // generic metadata at every request.
+    @inlinable
     public func withAdmittedIdentity<Result>(
         _ account: Identity, reason: AdmissionReason = .request,
         isolation: isolated (any Actor)? = #isolation,
@@ -69,6 +72,7 @@ extension PolicyManager {
 
     /// Decides whether `account` is admitted (steps 1 and 2 of ``withAdmittedIdentity(_:reason:isolation:operation:)``).
     /// The ``observer``, if any, hears the outcome (read in the critical section the decision takes anyway).
+    @usableFromInline
     func admit(_ account: Identity, reason: AdmissionReason) async throws(AdmissionError) {
         let now = DispatchTime.now().uptimeNanoseconds
         let (step, observer) = state.withLock { state in (state.admissionStep(for: account, at: now), state.observer) }
