@@ -48,16 +48,23 @@ cleanup() {
 }
 trap cleanup EXIT
 
-# One wrk run: prints "rps p50 p99" (latencies in microseconds); fails when a request failed.
+# The server's CPU time so far (user + system), in clock ticks.
+server_ticks() { awk '{ print $14 + $15 }' "/proc/$server_pid/stat"; }
+
+# One wrk run: prints "rps p50 p99 cpu" (latencies in microseconds; cpu: the server's CPU time per request, in
+# microseconds, which other load on the machine moves much less than throughput); fails when a request failed.
 measure() {
-    local path="$1" duration="$2" line
+    local path="$1" duration="$2" line before after
+    before="$(server_ticks)"
     line="$(EDGE_TOKENS="$work/tokens" EDGE_PATH="$path" "${pin_wrk[@]}" wrk -t1 -c"$connections" -d"${duration}s" \
         --timeout 5s -s "$here/requests.lua" "http://127.0.0.1:$port" | grep '^EDGE ')"
+    after="$(server_ticks)"
     case "$line" in
         *" bad=0") ;;
         *) echo "failed requests on $path: $line" >&2; return 1 ;;
     esac
-    echo "$line" | sed -E 's/.*rps=([0-9.]+) p50=([0-9]+) p99=([0-9]+).*/\1 \2 \3/'
+    echo "$line" | sed -E 's/.*requests=([0-9]+) rps=([0-9.]+) p50=([0-9]+) p99=([0-9]+).*/\1 \2 \3 \4/' |
+        awk -v ticks="$((after - before))" -v hz="$(getconf CLK_TCK)" '{ printf "%s %s %s %.1f\n", $2, $3, $4, ticks / hz * 1e6 / $1 }'
 }
 
 median() { sort -g | awk '{ v[NR] = $1 } END { print (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2 }'; }
@@ -82,20 +89,21 @@ for framework in $frameworks; do
         if [ $((round % 2)) -eq 1 ]; then order="plain identity"; else order="identity plain"; fi
         for route in $order; do
             result="$(measure "/$route/hello" "$seconds")"
-            echo "$framework round $round /$route/hello: $result (req/s, p50 µs, p99 µs)"
+            echo "$framework round $round /$route/hello: $result (req/s, p50 µs, p99 µs, server CPU µs per request)"
             echo "$result" >>"$work/$route"
         done
     done
     kill "$server_pid"; wait "$server_pid" 2>/dev/null || true; server_pid=""
     declare -A m=()
     for route in plain identity; do
-        for column in 1 2 3; do m[$route.$column]="$(cut -d' ' -f"$column" "$work/$route" | median)"; done
+        for column in 1 2 3 4; do m[$route.$column]="$(cut -d' ' -f"$column" "$work/$route" | median)"; done
     done
     ratio="$(awk -v a="${m[identity.1]}" -v b="${m[plain.1]}" 'BEGIN { printf "%.2f", a / b }')"
     rows+=("$(awk -v f="$framework" -v pr="${m[plain.1]}" -v ir="${m[identity.1]}" -v p5="${m[plain.2]}" \
-        -v i5="${m[identity.2]}" -v p9="${m[plain.3]}" -v i9="${m[identity.3]}" 'BEGIN {
-        printf "| %s | %.0f | %.0f | %.2f | %d / %d µs (%.2fx) | %d / %d µs (%.2fx) |", f, pr, ir, ir / pr,
-            p5, i5, i5 / p5, p9, i9, i9 / p9 }')")
+        -v i5="${m[identity.2]}" -v p9="${m[plain.3]}" -v i9="${m[identity.3]}" -v pc="${m[plain.4]}" \
+        -v ic="${m[identity.4]}" 'BEGIN {
+        printf "| %s | %.0f | %.0f | %.2f | %d / %d µs (%.2fx) | %d / %d µs (%.2fx) | %.1f / %.1f µs (+%.1f) |", f, pr, ir,
+            ir / pr, p5, i5, i5 / p5, p9, i9, i9 / p9, pc, ic, ic - pc }')")
     if awk -v r="$ratio" -v f="$floor" 'BEGIN { exit !(r < f) }'; then
         echo "$framework: throughput ratio $ratio below the floor $floor" >&2
         below=1
@@ -105,7 +113,7 @@ done
 
 echo
 echo "wrk -t1 -c$connections, ${seconds} s per round and route, median of $rounds rounds; server on CPU $server_cpu, wrk on CPU $wrk_cpu"
-echo "| framework | without (req/s) | with (req/s) | throughput ratio | p50 without / with | p99 without / with |"
-echo "|---|---:|---:|---:|---:|---:|"
+echo "| framework | without (req/s) | with (req/s) | throughput ratio | p50 without / with | p99 without / with | server CPU per request without / with |"
+echo "|---|---:|---:|---:|---:|---:|---:|"
 printf '%s\n' "${rows[@]}"
 exit "$below"
