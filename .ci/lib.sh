@@ -3,7 +3,8 @@
 #   .ci/run    the landing lane: at every landing (at most 35 minutes with both cores busy)
 #   .ci/full   the full lane: the landing lane's steps, then soak-sized stress, crash kills, the Ed25519
 #              differential run (100,000 cases), fuzzing, the CryptoKit branch, the integration packages under
-#              ThreadSanitizer, the load test, the whole callgrind gate and Benchmarks/'s allocation thresholds
+#              ThreadSanitizer, the load test, the middlewares under wrk, the whole callgrind gate and Benchmarks/'s
+#              allocation thresholds
 #              (at most 85 minutes with both cores busy)
 #
 # Every step is a function below, run by `ci_step NAME FUNCTION` in a subshell with `set -euo pipefail`; the
@@ -19,7 +20,7 @@
 #                               Hummingbird, Vapor, grpc-swift, postgres-nio and their peers compile once
 #   .build-integrations-tsan    the same packages under ThreadSanitizer (full lane)
 #   .build-integrations-release Integrations/IdentityNIO's release bench, identity-nio-bench (the NIO callgrind
-#                               gate, full lane)
+#                               gate, full lane), and Benchmarks/Edge's two servers (the wrk step, full lane)
 #   Fuzz/.build-fuzz, Checks/SwiftCrypto/.build, Benchmarks/.build   their own packages (full lane)
 #   .build-docs                 the DocC archives and the symbol graphs they are built from (scripts/build-docs.sh,
 #                               which reads the debug build's modules with the same flags: it compiles nothing)
@@ -349,6 +350,15 @@ step_load() {
         tenant-load --requests "${IDENTITY_LOAD_REQUESTS:-20000}" --rounds 4 --database
 }
 
+# The identity middlewares under wrk (Benchmarks/Edge/run.sh): a light route with and without IdentityMiddleware,
+# Hummingbird and Vapor, in release, server and wrk pinned to different cores. It prints the table of the
+# Performance article; it fails only when a request fails or the throughput ratio falls below the generous floor
+# (a middleware that stopped caching tokens would be at about a tenth of the route), never on a figure of a run.
+step_edge() {
+    EDGE_SCRATCH_PATH="$integrations_release_build" EDGE_MIN_THROUGHPUT_RATIO="${IDENTITY_EDGE_FLOOR:-0.5}" \
+        Benchmarks/Edge/run.sh
+}
+
 # Benchmarks/: allocations per operation against Benchmarks/Thresholds (the gate); wall clock is printed only.
 step_benchmarks() {
     (cd Benchmarks && swift package --disable-sandbox benchmark thresholds check --no-progress)
@@ -376,5 +386,6 @@ full_lane() {
     ci_step "Integrations/IdentityGRPC under ThreadSanitizer" step_package_test_tsan Integrations/IdentityGRPC
     ci_step "Integrations/IdentityPostgres under ThreadSanitizer (stores, offline, kill and restart, tenant isolation)" step_postgres_tsan
     ci_step "Examples/TenantService: tenant-load, with and without the middleware and a bare check, documents in PostgreSQL" step_load
+    ci_step "Benchmarks/Edge: IdentityMiddleware under wrk, Hummingbird and Vapor, release" step_edge
     ci_step "Benchmarks/: allocation thresholds" step_benchmarks
 }

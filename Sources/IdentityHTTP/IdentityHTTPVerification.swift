@@ -47,7 +47,7 @@ public struct IdentityHTTPVerification: Sendable {
         }
         let account = assertion.account
         let tenant = policies.tenant(for: account)
-        if checksTenant, let claimed = assertion.tenant, tenant != TenantID(claimed) {
+        if checksTenant, let claimed = assertion.tenant, !tenant.isEqual(toRawValue: claimed) {
             throw .tenantMismatch(claimed: claimed, known: tenant.rawValue, typeBase: problemTypeBase)
         }
         // Before the source loads, policy(for:) would answer .unrestricted for every account: refuse instead.

@@ -59,6 +59,22 @@ struct VerificationTests {
         #expect(problem(try signer.sign(account: "svc-backup", tenant: "svc-backup", audience: "documents"))?.code == "tenant-mismatch")
     }
 
+    @Test("the tid check compares as tenants do: another case or a registered ID passes, the own tenant of an account without a domain spelled out (svc-backup@) does not")
+    func tenantClaimComparesAsTenants() throws {
+        source.load()
+        policies.registerAccount("bob@contoso.com", tenantID: "72f988bf-86f1-41af-91ab-2d7cd011db47")
+        func claim(_ account: Identity, _ tenant: String) throws -> IdentityHTTPProblem? {
+            problem(try signer.sign(account: account, tenant: tenant, audience: "documents"))
+        }
+        #expect(try claim("alice@contoso.com", "contoso.com") == nil)
+        #expect(try claim("alice@contoso.com", "CONTOSO.com") == nil)
+        #expect(try claim("bob@contoso.com", "72f988bf-86f1-41af-91ab-2d7cd011db47") == nil)
+        #expect(try claim("bob@contoso.com", "contoso.com")?.code == "tenant-mismatch")
+        // Its own tenant is written "svc-backup@" but equals no tenant a string names, this one included.
+        #expect(try claim("svc-backup", "svc-backup@")?.code == "tenant-mismatch")
+        #expect(try claim("svc-backup", "SVC-BACKUP@")?.code == "tenant-mismatch")
+    }
+
     @Test("before the policy source loads: 503 policy-unavailable; after, the same token shape verifies")
     func policyUnavailable() throws {
         let before = problem(try signer.sign(account: "alice@contoso.com", audience: "documents"))

@@ -184,3 +184,55 @@ struct AdmissionTests {
         #expect(Set(manager.blockedAccounts) == denied)
     }
 }
+
+@Suite("admitWithoutWaiting: an admission decided at once, or false when the checks must run")
+struct AdmitWithoutWaitingTests {
+    @Test("checks to run: false, and nothing started or told; after the pass, true at once; the checks ran once")
+    func falseUntilAPassThenTrue() async throws {
+        let check = CountingAdmissionCheck()
+        let manager = admissionManager(check)
+        let observer = RecordingObserver()
+        manager.observer = observer
+        #expect(try manager.admitWithoutWaiting(alice, reason: "GET /a") == false)
+        #expect(check.runs.count == 0 && observer.seen.all.isEmpty)
+        try await manager.withAdmittedIdentity(alice, reason: "GET /a") {}
+        #expect(try manager.admitWithoutWaiting(alice, reason: "GET /b") == true)
+        #expect(check.runs.count == 1)
+        #expect(observer.seen.all == [.admitted(alice, "GET /a"), .admitted(alice, "GET /b")])
+        #expect(IdentityContext.currentThreadIdentity == nil)
+    }
+
+    @Test("a check that denies is never skipped: false before its run, then refused (blocked) at once")
+    func deniedIsNeverAdmitted() async throws {
+        let check = CountingAdmissionCheck { _ in .deny("no device") }
+        let manager = admissionManager(check)
+        #expect(try manager.admitWithoutWaiting(bob) == false)
+        await #expect(throws: AdmissionError.self) { try await manager.withAdmittedIdentity(bob) {} }
+        #expect(throws: AdmissionError(account: bob, result: .notAllowed, cause: .blocked(.admissionCheckFailed))) {
+            try manager.admitWithoutWaiting(bob)
+        }
+    }
+
+    @Test("refused at once as withAdmittedIdentity refuses: blocked, outside allowedAccounts, before the first load")
+    func refusals() throws {
+        let manager = admissionManager(CountingAdmissionCheck())
+        manager.blockAccount(bob, reason: .clockedOut)
+        manager.allowedAccounts = [alice, bob]
+        #expect(throws: AdmissionError(account: bob, result: .notAllowed, cause: .blocked(.clockedOut))) {
+            try manager.admitWithoutWaiting(bob)
+        }
+        #expect(throws: AdmissionError(account: carol, result: .notAllowed, cause: .notInAllowedAccounts)) {
+            try manager.admitWithoutWaiting(carol)
+        }
+        let unloaded = PolicyManager(policySource: LatePolicySourceForAdmission())
+        #expect(throws: AdmissionError.self) { try unloaded.admitWithoutWaiting(alice) }
+        #expect(try unloaded.admitWithoutWaiting(.unmanaged) == true)
+    }
+}
+
+/// A source that never loads.
+final class LatePolicySourceForAdmission: PolicySource {
+    var hasLoaded: Bool { false }
+    var policies: PolicySet { PolicySet() }
+    func setChangeHandler(_ handler: (@Sendable () -> Void)?) {}
+}

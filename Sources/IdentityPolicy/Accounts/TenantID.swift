@@ -36,6 +36,14 @@ public struct TenantID: Sendable, Hashable, Comparable, CustomStringConvertible,
     /// The ID or domain as it was given (after trimming).
     public var rawValue: String { storage.name }
 
+    /// Whether `TenantID(rawValue) == self`. A string spelled exactly as this tenant was given answers without
+    /// making a tenant of it (trimming and case folding, for the token check at every request); any other
+    /// spelling is compared as ``init(_:)`` makes it. A domain-less account's own tenant equals no string.
+    package func isEqual(toRawValue rawValue: String) -> Bool {
+        if !isAccountsOwn, storage.name == rawValue { return true }
+        return self == TenantID(rawValue)
+    }
+
     public var description: String { rawValue }
 
     /// The domain of `identity` (after its last `@`) as a tenant, or `nil` when the name has no domain.

@@ -48,6 +48,12 @@ struct AdmissionStateMachine {
         return .lead(flight, checks)
     }
 
+    /// Whether ``start(for:at:)`` would admit `account` at `now` at once (a pass still trusted, or no checks).
+    func admitsWithoutChecks(_ account: Identity, at now: UInt64) -> Bool {
+        if let until = admitted[account], now < until { return true }
+        return checks.isEmpty
+    }
+
     /// Whether an admission at `now` runs the checks of `account` again although it is blocked for
     /// ``BlockAccountReason/admissionCheckFailed``: its denial is older than `retryInterval` seconds.
     func retriesDenial(of account: Identity, at now: UInt64, retryInterval: Double) -> Bool {

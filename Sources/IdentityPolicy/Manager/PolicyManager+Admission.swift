@@ -35,6 +35,9 @@ extension PolicyManager {
     /// Each call decides exactly once: `operation` runs, or the error is thrown. Errors `operation` throws
     /// pass through unchanged. The ``observer``, if any, hears each decision once, before `operation` runs or
     /// the error is thrown (``PolicyManagerObserver``).
+    // Inlinable so that it is specialized for the caller's result type: a middleware's call then looks up no
+    // generic metadata at every request.
+    @inlinable
     public func withAdmittedIdentity<Result>(
         _ account: Identity, reason: AdmissionReason = .request,
         isolation: isolated (any Actor)? = #isolation,
@@ -67,8 +70,40 @@ extension PolicyManager {
         }
     }
 
+    /// Decides the admission of `account` at once when no admission check has to run for it (no checks, a
+    /// pass younger than ``RuntimeSettings/admissionCacheDuration``, an unmanaged account), and the refusals of
+    /// steps 0 and 1 of ``withAdmittedIdentity(_:reason:isolation:operation:)``; for a framework that must not
+    /// suspend where it admits (an event loop), before it binds the account around the rest of its work.
+    ///
+    /// - Returns: `true` when `account` is admitted; `false` when its checks must run: call
+    ///   ``withAdmittedIdentity(_:reason:isolation:operation:)``, which runs them (or joins their run) and
+    ///   decides.
+    /// - Throws: the ``AdmissionError`` of a refusal, as ``withAdmittedIdentity(_:reason:isolation:operation:)``
+    ///   throws it.
+    ///
+    /// It binds no identity: run the work under `account` with `IdentityContext.withThreadIdentity`, and only
+    /// after `true`. The ``observer``, if any, hears a decision made here, once; `false` decides nothing and
+    /// tells it nothing.
+    public func admitWithoutWaiting(_ account: Identity, reason: AdmissionReason = .request) throws(AdmissionError) -> Bool {
+        let now = DispatchTime.now().uptimeNanoseconds
+        let (decision, observer) = state.withLock { state in
+            (state.admissionStepWithoutChecks(for: account, at: now), state.observer)
+        }
+        switch decision {
+        case nil, .checks?:
+            return false
+        case .admitted?:
+            observer?.didAdmit(account, reason: reason)
+            return true
+        case let .refused(error)?:
+            observer?.didRefuseAdmission(error, reason: reason)
+            throw error
+        }
+    }
+
     /// Decides whether `account` is admitted (steps 1 and 2 of ``withAdmittedIdentity(_:reason:isolation:operation:)``).
     /// The ``observer``, if any, hears the outcome (read in the critical section the decision takes anyway).
+    @usableFromInline
     func admit(_ account: Identity, reason: AdmissionReason) async throws(AdmissionError) {
         let now = DispatchTime.now().uptimeNanoseconds
         let (step, observer) = state.withLock { state in (state.admissionStep(for: account, at: now), state.observer) }

@@ -138,6 +138,23 @@ extension PolicyState {
     /// Steps 0 to 2 of ``PolicyManager/withAdmittedIdentity(_:reason:isolation:operation:)`` for `account` at
     /// `now` (uptime nanoseconds): the refusals, then the admission state machine for a managed account.
     mutating func admissionStep(for account: Identity, at now: UInt64) -> AdmissionDecision {
+        if let decided = admissionBeforeChecks(for: account, at: now) { return decided }
+        switch admission.start(for: account, at: now) {
+        case .admitted: return .admitted
+        case let step: return .checks(step)
+        }
+    }
+
+    /// ``admissionStep(for:at:)`` when it decides without running or joining a run of the checks (a pass still
+    /// trusted, no checks, or a decision before them); `nil` when the checks must run. Changes nothing.
+    func admissionStepWithoutChecks(for account: Identity, at now: UInt64) -> AdmissionDecision? {
+        if let decided = admissionBeforeChecks(for: account, at: now) { return decided }
+        return admission.admitsWithoutChecks(account, at: now) ? .admitted : nil
+    }
+
+    /// Steps 0 and 1 and the standing of `account`: its decision, or `nil` for a managed account, which the
+    /// admission state machine decides.
+    private func admissionBeforeChecks(for account: Identity, at now: UInt64) -> AdmissionDecision? {
         guard !account.isUnmanaged else { return .admitted }
         // Before the policy source's first load nothing tells a managed account from an unmanaged one, or
         // a blocked one from an allowed one: nobody is admitted (deny by default).
@@ -158,11 +175,7 @@ extension PolicyState {
             // As before the first load: nobody can tell whether, or how, the account is managed.
             return .refused(AdmissionError(
                 account: account, result: .failed, cause: .unavailable(undecidedReason(for: account) ?? "its policy cannot be read")))
-        case .managed: break
-        }
-        switch admission.start(for: account, at: now) {
-        case .admitted: return .admitted
-        case let step: return .checks(step)
+        case .managed: return nil
         }
     }
 

@@ -20,7 +20,11 @@ import Vapor
 ///    nobody can tell whether the account is managed or what its policy is: 503 `policy-unavailable`.
 /// 5. **Admission** with ``PolicyManager/withAdmittedIdentity(_:reason:isolation:operation:)``: blocked,
 ///    disallowed or claimed accounts and accounts an ``AdmissionCheck`` denies get 403; a check that cannot
-///    decide gets 503. The reason is `"METHOD /path"`.
+///    decide gets 503. The reason is `"METHOD /path"`. When no admission check has to run (none registered, or
+///    a pass still trusted), the middleware decides on the request's event loop
+///    (``PolicyManager/admitWithoutWaiting(_:reason:)``), with the same outcomes, and calls the rest of the
+///    chain there in a synchronous identity scope, without a task of its own; otherwise in a task, as an
+///    `AsyncMiddleware` does.
 /// 6. **The rest of the chain** (later middleware and the route handler) runs with the account as its thread
 ///    identity, and with ``Vapor/Request/admittedIdentity`` set (account, tenant, ``Policy``). The request's
 ///    logger gets the metadata `identity`.
@@ -50,8 +54,9 @@ import Vapor
 /// - `Task.detached`, a raw `DispatchQueue`, a raw `Thread`, and `EventLoopFuture` callbacks or
 ///   `request.eventLoop.execute` blocks do **not** carry it: capture an `IdentitySnapshot` and run the work
 ///   with `snapshot.run { … }` (or use IdentityNIO's `flow:` overloads). Write route handlers as `async`
-///   closures: Vapor may run a synchronous or `EventLoopFuture` handler on the request's event loop, outside the
-///   scope, where it has no identity (and data owned by managed accounts is refused to it).
+///   closures: the body of a synchronous handler runs under the account only while the middleware's scope is
+///   on the stack, and an `EventLoopFuture` handler's callbacks run later on the event loop, outside it, where
+///   they have no identity (and data owned by managed accounts is refused to them).
 /// - Middleware added *before* this one (the application's `ErrorMiddleware`, for instance) runs without it.
 /// - A streamed response body (`Response.Body(asyncStream:)`, `managedAsyncStream:`, `stream:`) is written
 ///   after the handler returns, outside the scope: capture an `IdentitySnapshot` in the handler and run the
@@ -110,7 +115,43 @@ public struct IdentityMiddleware: AsyncMiddleware {
         let admitted: AdmittedIdentity
         do { admitted = try verify(request) } catch { return error.response() }
         request.logger[metadataKey: "identity"] = .string(admitted.account.name)
-        let reason = AdmissionReason("\(request.method.rawValue) \(request.url.path)")
+        return try await admit(admitted, of: request, reason: reason(of: request), chainingTo: next)
+    }
+
+    /// Steps 1 to 6, as Vapor calls them: on the request's event loop, without a task of its own when the
+    /// admission is decided at once (``PolicyManager/admitWithoutWaiting(_:reason:)``: no admission check has
+    /// to run). The rest of the chain is then called under the account (a synchronous identity scope around
+    /// `next.respond(to:)`): an `async` handler's task, which Vapor creates there, inherits it. When the checks
+    /// must run, the admission and the rest of the chain run in a task, as an `AsyncMiddleware` does.
+    public func respond(to request: Request, chainingTo next: any Responder) -> EventLoopFuture<Response> {
+        let admitted: AdmittedIdentity
+        do { admitted = try verify(request) } catch { return request.eventLoop.makeSucceededFuture(error.response()) }
+        request.logger[metadataKey: "identity"] = .string(admitted.account.name)
+        let reason = reason(of: request)
+        let decided: Bool
+        do {
+            decided = try policies.admitWithoutWaiting(admitted.account, reason: reason)
+        } catch {
+            return request.eventLoop.makeSucceededFuture(IdentityProblem(.admission(error, typeBase: problemTypeBase)).response())
+        }
+        guard decided else {
+            // The checks must run: admit in a task (the token is verified already, and not again).
+            let promise = request.eventLoop.makePromise(of: Response.self)
+            promise.completeWithTask {
+                let asyncNext = AsyncBasicResponder { request in try await next.respond(to: request).get() }
+                return try await admit(admitted, of: request, reason: reason, chainingTo: asyncNext)
+            }
+            return promise.futureResult
+        }
+        // Only once admitted: a refused request never carries an admitted identity.
+        request.admittedIdentity = admitted
+        return IdentityContext.withThreadIdentity(admitted.account) { next.respond(to: request) }
+    }
+
+    /// Step 5 and 6 for a verified request: the rest of the chain under the admitted identity, or the refusal.
+    private func admit(
+        _ admitted: AdmittedIdentity, of request: Request, reason: AdmissionReason, chainingTo next: any AsyncResponder
+    ) async throws -> Response {
         // The chain's own errors travel inside the result, so that whatever withAdmittedIdentity throws is a
         // refusal at the door (an AdmissionError) and never an error of the handler.
         let outcome: Result<Response, any Error>
@@ -124,6 +165,11 @@ public struct IdentityMiddleware: AsyncMiddleware {
             return IdentityProblem(.admission(error, typeBase: problemTypeBase)).response()
         }
         return try outcome.get()
+    }
+
+    /// The admission reason: `"METHOD /path"`.
+    private func reason(of request: Request) -> AdmissionReason {
+        AdmissionReason("\(request.method.rawValue) \(request.url.path)")
     }
 
     /// Steps 1 to 4: the verified identity of `request`, its tenant and its policy, or the problem. Verifying

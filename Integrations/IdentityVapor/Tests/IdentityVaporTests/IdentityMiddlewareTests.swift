@@ -334,6 +334,27 @@ struct IdentityMiddlewareTests {
         #expect(title == "Admission undecided")
     }
 
+    @Test("an AdmissionCheck that admits: the first request runs it (in a task) and the handler runs as the account; the next, whose pass is trusted, is admitted on the event loop and runs as the account too")
+    func admittedByCheckThenWithoutWaiting() async throws {
+        let fixture = try Fixture()
+        let runs = HandlerRuns()
+        fixture.policies.registerAdmissionCheck(ClosureAdmissionCheck { _, _ in
+            runs.increment()
+            return .admit
+        })
+        try await fixture.withApplication { app in
+            for _ in 0..<2 {
+                try await app.testing().test(.GET, "whoami", headers: header(try fixture.token(alice))) { response in
+                    #expect(response.status == .ok)
+                    #expect(Array(words(response).prefix(5)) == Array(repeating: "alice@contoso.com", count: 5))
+                    #expect(response.headers.first(name: "x-front-identity") == "-")
+                }
+            }
+        }
+        #expect(runs.value == 1)
+        #expect(fixture.handlerRuns.value == 2)
+    }
+
     @Test("a policy source that has not loaded: 503 policy-unavailable, the handler never runs; once it loads, the account is served with its policy")
     func policyNotLoaded() async throws {
         let source = LatePolicySource()
