@@ -217,6 +217,14 @@ step_package_test() {
 # The throwaway PostgreSQL of scripts/with-postgres.sh (installed from Debian's packages when missing, on
 # 127.0.0.1, removed afterwards even on failure). Warnings in the package's own sources fail the step;
 # dependencies build with their warnings suppressed.
+# Every ```swift sample of the README and the DocC articles that imports only the root package's modules,
+# typechecked on its own with its article's declared placeholders, and the quick start's three copies compared
+# (scripts/check-doc-samples.sh). The samples that import integration packages are listed by name as not
+# checked; `--require-integrations` checks them against the modules the steps above leave in .build-integrations.
+step_doc_samples() {
+    scripts/check-doc-samples.sh --root-only
+}
+
 step_postgres() {
     local log="$integrations_build/identity-postgres-build.log"
     mkdir -p "$integrations_build"
@@ -264,6 +272,7 @@ landing_lane() {
     ci_step "Integrations/IdentityGRPC: swift test" step_package_test Integrations/IdentityGRPC
     ci_step "Examples/TenantService: swift test against a throwaway PostgreSQL" step_tenant_service_test
     ci_step "Integrations/IdentityPostgres: swift test against a throwaway PostgreSQL" step_postgres
+    ci_step "docs: every swift sample typechecks" step_doc_samples
 }
 
 # MARK: - Full lane only
