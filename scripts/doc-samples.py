@@ -15,6 +15,9 @@ every sample of the article; the text after `// sample N` (or `// samples N, M`)
 (Mth) ```swift sample, counted from 1. Declarations only: a placeholder that made a wrong sample compile
 would hide the very mistakes this check exists for.
 
+scripts/doc-samples/not-checked.txt names samples that are listed, not compiled: one a line, the page, the
+sample's ordinal on it and why (`PAGE N REASON`). The check prints each of them.
+
 Also checks the quick start (exit 1 when the copies differ): the sample opening with `QUICK_START_MARK` in
 the README and in the IdentityPolicy landing page, and the lines between `// quick start: begin` and
 `// quick start: end` of Tests/IdentityPolicyTests/QuickStartTests.swift, must be the same text.
@@ -98,6 +101,21 @@ def placeholders(page):
     return "\n".join(common) + "\n", {n: "\n".join(text) + "\n" for n, text in sections.items()}
 
 
+def not_checked():
+    """{(page, ordinal): reason} from scripts/doc-samples/not-checked.txt."""
+    path = os.path.join(PLACEHOLDERS, "not-checked.txt")
+    listed = {}
+    if os.path.exists(path):
+        with open(path, encoding="utf-8") as f:
+            for line in f:
+                line = line.strip()
+                if not line or line.startswith("#"):
+                    continue
+                page, ordinal, reason = line.split(None, 2)
+                listed[(page, int(ordinal))] = reason
+    return listed
+
+
 def check_quick_start(found):
     copies = []
     for page in QUICK_START_PAGES:
@@ -129,6 +147,7 @@ def main():
             found.append((page, line, text))
     rows = []
     ordinals = {}
+    listed = not_checked()
     for index, (page, line, text) in enumerate(found, 1):
         ordinal = ordinals[page] = ordinals.get(page, 0) + 1
         common, sections = placeholders(page)
@@ -139,6 +158,9 @@ def main():
         else:
             foreign = sorted(imports - ROOT_MODULES)
             kind = "integration" if foreign else "root"
+        reason = listed.pop((page, ordinal), "")
+        if reason:
+            kind = "unchecked"
         directory = os.path.join(out, f"{index:03d}")
         os.makedirs(directory, exist_ok=True)
         with open(os.path.join(directory, "main.swift"), "w", encoding="utf-8") as f:
@@ -146,10 +168,12 @@ def main():
         if declared.strip():
             with open(os.path.join(directory, "Placeholders.swift"), "w", encoding="utf-8") as f:
                 f.write(declared)
-        rows.append(f"{index:03d}\t{kind}\t{page}:{line}\t{' '.join(foreign)}")
+        rows.append(f"{index:03d}\t{kind}\t{page}:{line}\t{' '.join(foreign)}\t{reason}")
     with open(os.path.join(out, "samples.tsv"), "w", encoding="utf-8") as f:
         f.write("\n".join(rows) + "\n")
     problems = check_quick_start(found)
+    for (page, ordinal) in listed:
+        problems.append(f"scripts/doc-samples/not-checked.txt: {page} has no sample {ordinal}")
     for problem in problems:
         print(problem, file=sys.stderr)
     sys.exit(1 if problems else 0)

@@ -2,7 +2,6 @@
 // this article import the integration packages: they are checked against .build-integrations.
 
 // sample 2
-import Foundation
 import HTTPTypes
 import IdentityAssertions
 import Instrumentation
@@ -11,7 +10,6 @@ func placeholder<T>() -> T { fatalError("a name the documentation's prose stands
 
 let peerKey: AssertionVerificationKey = placeholder()
 let request: HTTPRequest = placeholder()
-let documentsURL: URL = placeholder()
 /// The service's HTTP client.
 final class Client: Sendable {
     func send(_ request: HTTPRequest) async throws {}
@@ -39,7 +37,7 @@ let keysPath: String = placeholder()
 let state: String = placeholder()
 let policies: PolicyManager = placeholder()
 let gatewayKey: AssertionVerificationKey = placeholder()
-let router: Router<BasicRequestContext> = placeholder()
+@MainActor let router: Router<BasicRequestContext> = placeholder()   // built by the service's main code
 let application: any Service = placeholder()
 let logger: Logger = placeholder()
 
