@@ -10,7 +10,7 @@
 /// Task.detached { await snapshot.run { await sync() } }
 /// ```
 ///
-/// ``run(_:)`` binds the captured identity in a fresh scope: the unit observes exactly the captured identity
+/// ``run(_:)->_`` binds the captured identity in a fresh scope: the unit observes exactly the captured identity
 /// (`nil` hides whatever the thread had), may change it for its own remainder with
 /// `setCurrentThreadIdentity(_:)`, and leaves the thread exactly as it found it, on return and on throw.
 public struct IdentitySnapshot: Sendable, Hashable {

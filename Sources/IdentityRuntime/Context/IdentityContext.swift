@@ -133,13 +133,13 @@ public enum IdentityContext {
 
     /// Sets the thread identity without a scope (the legacy API).
     ///
-    /// - Inside a wrapped unit or a synchronous ``withThreadIdentity(_:operation:)`` scope, the change lasts
+    /// - Inside a wrapped unit or a synchronous ``withThreadIdentity(_:operation:)->_`` scope, the change lasts
     ///   for the rest of that unit or scope only; afterwards the thread is back to what it was. Work
     ///   submitted and tasks created after the change observe it.
     /// - Outside every scope (a raw thread, the main thread of a legacy app) it sets the thread's identity
     ///   until it is set again. Wrapped submissions from this thread capture it; a `Task {}` created
     ///   here does not inherit it, because Swift binds task-locals only in scopes: prefer
-    ///   ``withThreadIdentity(_:operation:)`` there.
+    ///   ``withThreadIdentity(_:operation:)->_`` there.
     /// - Called from synchronous code running inside a Swift task, outside any synchronous scope, it changes
     ///   nothing and reports a runtime issue: use the async ``withThreadIdentity(_:isolation:operation:)``.
     @available(*, noasync, message: "inside async code the thread identity is a task-local: use withThreadIdentity(_:operation:)")
