@@ -218,6 +218,15 @@ step_package_test() {
 # The throwaway PostgreSQL of scripts/with-postgres.sh (installed from Debian's packages when missing, on
 # 127.0.0.1, removed afterwards even on failure). Warnings in the package's own sources fail the step;
 # dependencies build with their warnings suppressed.
+# Every ```swift sample of the README and the DocC articles, typechecked on its own with its article's declared
+# placeholders, and the quick start's three copies compared (scripts/check-doc-samples.sh). The samples that
+# import integration packages are checked against the modules the steps above leave in .build-integrations; one
+# whose modules are missing fails the step (those listed in scripts/doc-samples/not-checked.txt are named, not
+# checked).
+step_doc_samples() {
+    scripts/check-doc-samples.sh --require-integrations
+}
+
 step_postgres() {
     local log="$integrations_build/identity-postgres-build.log"
     mkdir -p "$integrations_build"
@@ -265,6 +274,7 @@ landing_lane() {
     ci_step "Integrations/IdentityGRPC: swift test" step_package_test Integrations/IdentityGRPC
     ci_step "Examples/TenantService: swift test against a throwaway PostgreSQL" step_tenant_service_test
     ci_step "Integrations/IdentityPostgres: swift test against a throwaway PostgreSQL" step_postgres
+    ci_step "docs: every swift sample typechecks" step_doc_samples
 }
 
 # MARK: - Full lane only

@@ -46,7 +46,8 @@ import Darwin
 /// Every operation on a file takes its path as `atPath:` (a second path as `toPath:`) and, in an overload, a
 /// file `URL` as `at:` (`to:`), as `FileManager` does: ``readFile(atPath:)`` and ``readFile(at:)``. A URL
 /// that is not a file URL names no file: ``ProtectionError/fileNotFound(path:)`` (105), with its
-/// `absoluteString`, before anything is read or written. The owner of new data is always `owner:`.
+/// `absoluteString`, before anything is read or written. A call that names the owner of new data takes it as
+/// `owner:`; ``writeFile(atPath:contents:)`` and ``openFile(atPath:options:permissions:)`` name none (see *Owners*).
 ///
 /// Thread-safe: call it from any number of threads and tasks at once. Two writers of the *same* path race
 /// as they would with `rename(2)`: the last rename wins, and neither file is torn.
