@@ -26,6 +26,18 @@ let package = Package(
             ],
             swiftSettings: [.enableUpcomingFeature("ExistentialAny")]
         ),
+        .executableTarget(
+            name: "identity-metrics-bench",
+            dependencies: [
+                "IdentityMetrics",
+                .product(name: "CoreMetrics", package: "swift-metrics"),
+                .product(name: "Metrics", package: "swift-metrics"),
+                .product(name: "IdentityRuntime", package: "swift-identity-runtime"),
+                .product(name: "IdentityPolicy", package: "swift-identity-runtime"),
+                .product(name: "IdentityAssertions", package: "swift-identity-runtime"),
+            ],
+            swiftSettings: [.enableUpcomingFeature("ExistentialAny")]
+        ),
         .testTarget(
             name: "IdentityMetricsTests",
             dependencies: [

@@ -9,7 +9,7 @@ import IdentityRuntime
 /// - ``Mode/singleUse`` (the default): each token ID (`jti`) is accepted once. For one-shot assertions
 ///   between services: a caller signs a new token for every request.
 /// - ``Mode/reusable``: a token is a bearer token. It is verified in full the first time, then recognized by its
-///   SHA-256 digest (and its exact bytes) until it expires or its key is removed; no replay check. For clients
+///   exact bytes until it expires or its key is removed; no replay check. For clients
 ///   that keep their token for its lifetime.
 ///
 /// Checks, in order; the first that fails throws its ``AssertionError``:
@@ -45,8 +45,10 @@ import IdentityRuntime
 /// `maximumLifetime + 2 * clockSkew`.
 ///
 /// Reusable tokens (reusable mode): a token that passed every check is kept in a cache of at most
-/// ``tokenCacheCapacity`` entries, by the SHA-256 of its exact bytes, with the bytes themselves: a later
-/// ``verify(_:)`` of the same bytes is answered from the cache only when the whole token is identical. Each use
+/// ``tokenCacheCapacity`` entries, by a 64-bit hash of its exact bytes (Swift's `Hasher`: SipHash with the
+/// process's random seed, so nobody outside can pick tokens that collide), with the bytes themselves: a later
+/// ``verify(_:)`` of the same bytes is answered from the cache only when the whole token is identical (a token
+/// whose hash is another's is verified in full, and takes that entry's place). Each use
 /// checks the clock again: `exp` (plus the skew) must not have passed, and `nbf` / `iat` (minus the skew) must
 /// not be in the future, as in a full verification; the issuer and audience rules cannot change (they are
 /// constants of the verifier). A cached token lives until its `exp` plus the skew, and no longer than its key:
@@ -77,7 +79,7 @@ public final class IdentityAssertionVerifier: Sendable {
         /// ``AssertionError/replayed(tokenID:)``. Today's default, for one-shot service-to-service assertions.
         case singleUse
         /// A token is a bearer token, accepted as often as it is presented while it is valid: verified in full
-        /// once, then recognized by its digest and bytes until it expires or its key is removed. No replay check.
+        /// once, then recognized by its exact bytes until it expires or its key is removed. No replay check.
         case reusable
     }
 
@@ -251,10 +253,10 @@ public final class IdentityAssertionVerifier: Sendable {
         let cached = token.utf8.withContiguousStorageIfAvailable { bytes in
             Result { () throws(AssertionError) -> IdentityAssertion? in
                 guard bytes.count <= Self.maximumTokenLength else { throw .malformed("longer than \(Self.maximumTokenLength) bytes") }
-                let digest = try Self.digest(UnsafeRawBufferPointer(bytes))
+                let key = Self.cacheKey(UnsafeRawBufferPointer(bytes))
                 let now = clock().timeIntervalSince1970
                 return try state.withLock { (state: inout State) throws(AssertionError) in
-                    try state.cachedAssertion(digest, bytes: bytes, now: now, clockSkew: clockSkew)
+                    try state.cachedAssertion(key, bytes: bytes, now: now, clockSkew: clockSkew)
                 }
             }
         }
@@ -262,18 +264,21 @@ public final class IdentityAssertionVerifier: Sendable {
 
         let bytes = Array(token.utf8)
         let checked = try check(bytes)
-        let digest = try bytes.withUnsafeBytes { buffer in Result { () throws(AssertionError) in try Self.digest(buffer) } }.get()
+        let key = bytes.withUnsafeBytes { Self.cacheKey($0) }
         let now = clock().timeIntervalSince1970
         try state.withLock { (state: inout State) throws(AssertionError) in
             try state.confirm(checked)
-            state.cache(checked, bytes: bytes, digest: digest, now: now, clockSkew: clockSkew, capacity: tokenCacheCapacity)
+            state.cache(checked, bytes: bytes, key: key, now: now, clockSkew: clockSkew, capacity: tokenCacheCapacity)
         }
         return (checked.assertion, false)
     }
 
-    /// The SHA-256 of a token's bytes, the key of the token cache.
-    private static func digest(_ bytes: UnsafeRawBufferPointer) throws(AssertionError) -> SHA256Digest {
-        do { return try PlatformCrypto.sha256(bytes) } catch { throw AssertionError(error) }
+    /// The key of a token's bytes in the token cache: their hash with the process's seed. A SHA-256 cost ten times
+    /// as much (a third of a gRPC call's identity overhead, in instructions); the cache compares the bytes anyway.
+    private static func cacheKey(_ bytes: UnsafeRawBufferPointer) -> Int {
+        var hasher = Hasher()
+        hasher.combine(bytes: bytes)
+        return hasher.finalize()
     }
 
     /// Every check but the replay cache, of the token whose UTF-8 is `bytes`.
@@ -427,8 +432,8 @@ extension IdentityAssertionVerifier {
         var nextVersion: UInt64 = 0
         /// Single-use mode: accepted token IDs, until their `exp` plus the skew.
         var seen: [String: Date] = [:]
-        /// Reusable mode: verified tokens by the SHA-256 of their bytes.
-        var tokens: [SHA256Digest: CachedToken] = [:]
+        /// Reusable mode: verified tokens by the hash of their bytes (``cacheKey(_:)``).
+        var tokens: [Int: CachedToken] = [:]
 
         mutating func install(_ key: AssertionVerificationKey, id: [UInt8]) {
             nextVersion += 1
@@ -459,19 +464,19 @@ extension IdentityAssertionVerifier {
         }
 
         /// The cached assertion of the token whose bytes are `bytes`, when it is cached and valid at `now`;
-        /// `nil` when it is not cached (or another token has its digest); the time error when it is cached but
+        /// `nil` when it is not cached (or another token has its key); the time error when it is cached but
         /// not valid now (an expired token leaves the cache).
         mutating func cachedAssertion(
-            _ digest: SHA256Digest, bytes: UnsafeBufferPointer<UInt8>, now: Double, clockSkew: TimeInterval
+            _ key: Int, bytes: UnsafeBufferPointer<UInt8>, now: Double, clockSkew: TimeInterval
         ) throws(AssertionError) -> IdentityAssertion? {
-            guard let entry = tokens[digest],
+            guard let entry = tokens[key],
                   entry.bytes.withUnsafeBufferPointer({ cached in
                       // A cached token is never empty (it has three parts), so both addresses exist.
                       cached.count == bytes.count && memcmp(cached.baseAddress!, bytes.baseAddress!, bytes.count) == 0
                   })
             else { return nil }
             guard entry.expiresAt + clockSkew > now else {
-                tokens.removeValue(forKey: digest)
+                tokens.removeValue(forKey: key)
                 throw .expired(at: Date(timeIntervalSince1970: entry.expiresAt))
             }
             if let notBefore = entry.notBefore, notBefore - clockSkew > now {
@@ -484,9 +489,9 @@ extension IdentityAssertionVerifier {
         /// Keeps `checked` (whose bytes are `bytes`), making room when the cache is full: expired entries first,
         /// then arbitrary ones down to 7/8 of `capacity`.
         mutating func cache(
-            _ checked: Checked, bytes: [UInt8], digest: SHA256Digest, now: Double, clockSkew: TimeInterval, capacity: Int
+            _ checked: Checked, bytes: [UInt8], key: Int, now: Double, clockSkew: TimeInterval, capacity: Int
         ) {
-            if tokens[digest] == nil, tokens.count >= capacity {
+            if tokens[key] == nil, tokens.count >= capacity {
                 tokens = tokens.filter { $0.value.expiresAt + clockSkew > now }
                 if tokens.count >= capacity {
                     let keep = capacity - max(1, capacity / 8)
@@ -494,7 +499,7 @@ extension IdentityAssertionVerifier {
                 }
             }
             let assertion = checked.assertion
-            tokens[digest] = CachedToken(
+            tokens[key] = CachedToken(
                 bytes: bytes, assertion: assertion, keyID: checked.keyID, expiresAt: assertion.expiresAt.timeIntervalSince1970,
                 notBefore: assertion.notBefore?.timeIntervalSince1970, issuedAt: assertion.issuedAt.timeIntervalSince1970)
         }

@@ -60,6 +60,19 @@ public struct IdentityHTTPToken: Sendable, Hashable {
     /// The token of an `Authorization` value of the `Bearer` scheme (RFC 6750 §2.1: the scheme is
     /// case-insensitive, one space, then the token), else `nil`.
     public static func bearerToken(inAuthorization value: String) -> String? {
+        // The usual value: the scheme in ASCII followed by an ASCII byte (or nothing). Seven bytes are then seven
+        // characters (an ASCII byte joins the one before it only in CR LF), so the scheme is compared and cut on
+        // the UTF-8 view: no grapheme breaking, no lower-cased copy, for every request.
+        let utf8 = value.utf8
+        if utf8.count >= 7, utf8.count == 7 || utf8[utf8.index(utf8.startIndex, offsetBy: 7)] < 0x80 {
+            var matches = true
+            for (byte, expected) in zip(utf8, "bearer ".utf8) where byte | (byte >= 0x41 && byte <= 0x5A ? 0x20 : 0) != expected {
+                matches = false
+                break
+            }
+            if matches { return String(value[utf8.index(utf8.startIndex, offsetBy: 7)...]) }
+            if utf8.prefix(7).allSatisfy({ $0 < 0x80 }) { return nil }
+        }
         let scheme = value.prefix(7)
         guard scheme.count == 7, scheme.lowercased() == "bearer " else { return nil }
         return String(value.dropFirst(7))

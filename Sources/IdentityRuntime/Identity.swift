@@ -155,6 +155,11 @@ public struct Identity: Sendable, Hashable, CustomStringConvertible, CustomDebug
     }
 
     static func trimmingSurroundingWhitespace(_ name: String) -> String {
+        // Starting and ending with printable ASCII other than the space (the usual name): nothing to trim, and no
+        // Unicode property lookup.
+        if let first = name.utf8.first, let last = name.utf8.last, (0x21...0x7E).contains(first), (0x21...0x7E).contains(last) {
+            return name
+        }
         let scalars = name.unicodeScalars
         guard let first = scalars.firstIndex(where: { !$0.properties.isWhitespace }) else { return "" }
         let last = scalars.lastIndex(where: { !$0.properties.isWhitespace })!

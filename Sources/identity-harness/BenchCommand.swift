@@ -544,6 +544,7 @@ enum BenchCommand {
             assertionFreshPair(operations: n(4_000)),
             assertionSignPair(operations: n(4_000)),
             assertionCachedPair(operations: n(100_000)),
+            admissionPair(operations: n(20_000)),
         ] + protectionPairs(operations: n(20_000))
     }
 }

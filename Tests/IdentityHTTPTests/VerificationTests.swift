@@ -83,3 +83,39 @@ struct VerificationTests {
         #expect(problem(try signer.sign(account: "alice@contoso.com", audience: "documents")) == nil)
     }
 }
+
+@Suite("IdentityHTTPToken.bearerToken: the Bearer scheme, case-insensitive, one space, then the token")
+struct BearerTokenTests {
+    /// The rule by characters (grapheme clusters), which the byte-level fast path must answer exactly as.
+    static func byCharacters(_ value: String) -> String? {
+        let scheme = value.prefix(7)
+        guard scheme.count == 7, scheme.lowercased() == "bearer " else { return nil }
+        return String(value.dropFirst(7))
+    }
+
+    @Test("the fast path on the bytes answers as the rule by characters", arguments: [
+        "Bearer abc.def.ghi", "bearer abc", "BEARER abc", "bEaReR x", "Bearer ", "Bearer", "Beare", "",
+        "Basic abc", "Bearer\tabc", "Bearer  abc", "Bearerabc", "Bearer\r\nabc", "Bearer \u{301}abc",
+        "Bearer ébc", "Bearer \u{1F600}", "Béarer abc", "B\u{301}earer abc", "Bearer\u{301} abc", "bearer é",
+        "Bearer abc\u{301}", "ＢEARER abc", "Bearer \r\nabc",
+    ])
+    func agreesWithTheRuleByCharacters(value: String) {
+        #expect(IdentityHTTPToken.bearerToken(inAuthorization: value) == Self.byCharacters(value))
+    }
+
+    @Test("every ASCII byte after the scheme, and at each place of the scheme, answers as the rule by characters")
+    func everyASCIIByte() {
+        for byte in UInt8(0)...0x7F {
+            let character = String(UnicodeScalar(byte))
+            var values = ["Bearer " + character, "Bearer " + character + "x"]
+            for index in 0..<7 {
+                var scheme = Array("Bearer ")
+                scheme[index] = Character(character)
+                values.append(String(scheme) + "token")
+            }
+            for value in values {
+                #expect(IdentityHTTPToken.bearerToken(inAuthorization: value) == Self.byCharacters(value), "\(String(reflecting: value))")
+            }
+        }
+    }
+}

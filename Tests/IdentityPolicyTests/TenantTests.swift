@@ -28,6 +28,18 @@ struct TenantTests {
         #expect(manager.tenant(for: .unmanaged).rawValue == "@")
     }
 
+    @Test("the domain is after the last @ character: found on the bytes of an ASCII name, by characters otherwise")
+    func domainAfterTheLastAt() {
+        #expect(TenantID.domain(of: "a@b@Contoso.COM") == "contoso.com")
+        #expect(TenantID.domain(of: "alice@ contoso.com ")?.rawValue == "contoso.com")
+        #expect(TenantID.domain(of: "svc-backup") == nil)
+        #expect(TenantID.domain(of: "alice@") == nil)
+        #expect(TenantID.domain(of: "élise@Fabrikam.com") == "fabrikam.com")
+        // "@" followed by a combining mark is one character that is not "@": the domain is after the earlier one.
+        #expect(TenantID.domain(of: "bob@x@\u{301}y")?.rawValue == "x@\u{301}y")
+        #expect(TenantID.domain(of: "bob@\u{301}y") == nil)
+    }
+
     @Test("two accounts without a domain are not one tenant: sameTenant transfers between them are refused")
     func domainlessAccountsAreSeparateTenants() {
         let svc: Identity = "svc-backup", ops: Identity = "svc-ops", contosoNamed: Identity = "contoso.com"

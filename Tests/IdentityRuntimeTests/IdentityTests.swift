@@ -77,6 +77,24 @@ struct IdentityTests {
         #expect(identity == Identity(expected))
     }
 
+    @Test("trimming's printable-ASCII fast path trims what the Unicode white-space rule trims, for every ASCII byte at either end")
+    func trimmingASCIIFastPathAgrees() {
+        func reference(_ name: String) -> String {
+            let scalars = Array(name.unicodeScalars)
+            guard let first = scalars.firstIndex(where: { !$0.properties.isWhitespace }),
+                  let last = scalars.lastIndex(where: { !$0.properties.isWhitespace }) else { return "" }
+            var kept = String.UnicodeScalarView()
+            kept.append(contentsOf: scalars[first...last])
+            return String(kept)
+        }
+        for byte in UInt8(0)...0x7F {
+            let character = String(UnicodeScalar(byte))
+            for name in [character, character + "x", "x" + character, character + "x" + character, "\u{3000}x" + character] {
+                #expect(Identity.trimmingSurroundingWhitespace(name) == reference(name), "byte 0x\(String(byte, radix: 16))")
+            }
+        }
+    }
+
     @Test("init(_:) keeps control characters and absurd lengths rather than losing data")
     func lenientKeepsEverythingElse() {
         let long = String(repeating: "a", count: 100_000)

@@ -103,10 +103,25 @@ extension PolicyManager {
 
     /// Decides whether `account` is admitted (steps 1 and 2 of ``withAdmittedIdentity(_:reason:isolation:operation:)``).
     /// The ``observer``, if any, hears the outcome (read in the critical section the decision takes anyway).
-    @usableFromInline
+    /// Inlined into its callers, as it was before it grew the observer: an asynchronous call of its own costs an
+    /// admission a frame and an executor check.
+    @usableFromInline @inline(__always)
     func admit(_ account: Identity, reason: AdmissionReason) async throws(AdmissionError) {
         let now = DispatchTime.now().uptimeNanoseconds
         let (step, observer) = state.withLock { state in (state.admissionStep(for: account, at: now), state.observer) }
+        // Decided in the critical section (the usual case: admitted, or refused without checks): answered here,
+        // without the frame of another asynchronous call, which cost an admission 15% more instructions than
+        // before the observer existed, with no observer installed.
+        switch step {
+        case .admitted, .checks(.admitted):
+            observer?.didAdmit(account, reason: reason)
+            return
+        case let .refused(error):
+            observer?.didRefuseAdmission(error, reason: reason)
+            throw error
+        case .checks:
+            break
+        }
         guard let observer else { return try await admit(account, reason: reason, step: step) }
         do throws(AdmissionError) {
             try await admit(account, reason: reason, step: step)

@@ -44,6 +44,9 @@ public struct IdentityClientInterceptor: ClientInterceptor {
     enum Credential: Sendable {
         case assertion(signer: IdentityAssertionSigner, audience: String, lifetime: TimeInterval, tenant: @Sendable (Identity) -> String?)
         case bearer(any IdentityTokenProvider)
+        /// A ``ReusableTokenProvider``, asked synchronously for its kept `authorization` value: no asynchronous
+        /// call through the protocol, no string built per call.
+        case reusable(ReusableTokenProvider)
     }
 
     let credential: Credential
@@ -78,7 +81,11 @@ public struct IdentityClientInterceptor: ClientInterceptor {
         tokenProvider: some IdentityTokenProvider,
         assertionKey: String = IdentityServerInterceptor.defaultAssertionKey
     ) {
-        credential = .bearer(tokenProvider)
+        if let reusable = tokenProvider as? ReusableTokenProvider {
+            credential = .reusable(reusable)
+        } else {
+            credential = .bearer(tokenProvider)
+        }
         self.assertionKey = assertionKey.lowercased()
     }
 
@@ -89,7 +96,10 @@ public struct IdentityClientInterceptor: ClientInterceptor {
     ) async throws -> StreamingClientResponse<Output> {
         var request = request
         request.metadata.removeAllValues(forKey: assertionKey)
-        if case .bearer = credential { request.metadata.removeAllValues(forKey: "authorization") }
+        switch credential {
+        case .bearer, .reusable: request.metadata.removeAllValues(forKey: "authorization")
+        case .assertion: break
+        }
         guard let identity = IdentityContext.currentThreadIdentity, !identity.isUnmanaged else {
             return try await next(request, context)
         }
@@ -108,6 +118,12 @@ public struct IdentityClientInterceptor: ClientInterceptor {
                 throw Self.noToken(for: identity, context: context, cause: error)
             }
             request.metadata.addString("Bearer " + token, forKey: "authorization")
+        case let .reusable(provider):
+            let authorization: String
+            do { authorization = try provider.currentAuthorization(for: identity) } catch {
+                throw Self.noToken(for: identity, context: context, cause: error)
+            }
+            request.metadata.addString(authorization, forKey: "authorization")
         }
         return try await next(request, context)
     }

@@ -3,6 +3,7 @@ import IdentityAssertions
 import IdentityHTTP
 import IdentityPolicy
 import IdentityRuntime
+import Synchronization
 
 /// A gRPC server interceptor that runs each RPC's handler under the identity the call proves.
 ///
@@ -77,6 +78,8 @@ public struct IdentityServerInterceptor: ServerInterceptor {
     public let checksTenant: Bool
     /// The start of each problem's `type` URI; the problem's code follows it.
     public let problemTypeBase: String
+    /// The admission reason of each method, built once.
+    let reasons = AdmissionReasons()
 
     /// - Parameters:
     ///   - verifier: the assertion verifier of this service (its audience, trusted issuers and keys).
@@ -104,7 +107,7 @@ public struct IdentityServerInterceptor: ServerInterceptor {
         next: @Sendable (StreamingServerRequest<Input>, ServerContext) async throws -> StreamingServerResponse<Output>
     ) async throws -> StreamingServerResponse<Output> {
         let admitted = try verify(request.metadata)
-        let reason = AdmissionReason("gRPC /\(context.descriptor.fullyQualifiedMethod)")
+        let reason = reasons.reason(for: context.descriptor)
         // The handler's own errors travel inside the result, so that whatever withAdmittedIdentity throws is
         // a refusal at the door (an AdmissionError) and never an error of the handler.
         let outcome: Result<StreamingServerResponse<Output>, any Error>
@@ -126,11 +129,14 @@ public struct IdentityServerInterceptor: ServerInterceptor {
         let verified: IdentityHTTPVerification
         do {
             // Several authorization values are read as one, joined with ", " as HTTP fields are: never
-            // resolved by picking one.
-            let authorization = Array(metadata[stringValues: "authorization"])
+            // resolved by picking one. The usual single value is passed as it is, not copied.
+            var authorization: String?
+            for value in metadata[stringValues: "authorization"] {
+                authorization = authorization.map { $0 + ", " + value } ?? value
+            }
             let token = try IdentityHTTPToken(
                 assertionHeader: assertionKey, values: Array(metadata[stringValues: assertionKey]),
-                authorization: authorization.isEmpty ? nil : authorization.joined(separator: ", "),
+                authorization: authorization,
                 acceptsBearerToken: acceptsBearerToken, problemTypeBase: problemTypeBase)
             verified = try IdentityHTTPVerification(
                 token: token, verifier: verifier, policies: policies, checksTenant: checksTenant,
@@ -160,5 +166,23 @@ public struct IdentityServerInterceptor: ServerInterceptor {
             }
         }
         return StreamingServerResponse(accepted: .success(contents))
+    }
+}
+
+/// The admission reasons of a server's methods (`"gRPC /service/method"`), built at a method's first call and
+/// then looked up: building the string for every call was a measurable part of the interceptor's cost. At most
+/// ``capacity`` methods are kept (a server has a fixed set; the table is emptied if ever it fills).
+final class AdmissionReasons: Sendable {
+    static let capacity = 1_024
+    private let table = Mutex<[MethodDescriptor: AdmissionReason]>([:])
+
+    func reason(for method: MethodDescriptor) -> AdmissionReason {
+        if let known = table.withLock({ $0[method] }) { return known }
+        let reason = AdmissionReason("gRPC /\(method.fullyQualifiedMethod)")
+        table.withLock { table in
+            if table.count >= Self.capacity { table.removeAll(keepingCapacity: true) }
+            table[method] = reason
+        }
+        return reason
     }
 }

@@ -35,7 +35,9 @@ public final class ReusableTokenProvider: IdentityTokenProvider {
     public let capacity: Int
     private let tenant: @Sendable (Identity) -> String?
     private let clock: @Sendable () -> Date
-    private let cache = Mutex<[Identity: (token: String, renewAt: Date)]>([:])
+    /// Each account's token, its `authorization` value (`Bearer <token>`, built once for every call that sends it)
+    /// and when it is replaced.
+    private let cache = Mutex<[Identity: (token: String, authorization: String, renewAt: Date)]>([:])
 
     /// - Parameters:
     ///   - signer: signs the tokens (its key, key ID and issuer).
@@ -66,18 +68,29 @@ public final class ReusableTokenProvider: IdentityTokenProvider {
     ///
     /// - Throws: the signer's `AssertionError` (for example an account name that cannot be a `sub`).
     public func currentToken(for account: Identity) throws(AssertionError) -> String {
+        try current(for: account).token
+    }
+
+    /// `Bearer <token>` of ``currentToken(for:)``, the value ``IdentityClientInterceptor`` sends: kept with the
+    /// token, so that a call does not build it again.
+    func currentAuthorization(for account: Identity) throws(AssertionError) -> String {
+        try current(for: account).authorization
+    }
+
+    private func current(for account: Identity) throws(AssertionError) -> (token: String, authorization: String) {
         let now = clock()
         if let kept = cache.withLock({ $0[account] }), kept.renewAt > now {
-            return kept.token
+            return (kept.token, kept.authorization)
         }
         // Signed outside the lock; two calls racing for the same account both sign, and the later one is kept.
         let token = try signer.sign(account: account, tenant: tenant(account), audience: audience, lifetime: lifetime, now: now)
+        let authorization = "Bearer " + token
         let renewAt = now.addingTimeInterval(lifetime - renewalMargin)
         cache.withLock { tokens in
             if tokens.count >= capacity, tokens[account] == nil { tokens.removeAll(keepingCapacity: true) }
-            tokens[account] = (token, renewAt)
+            tokens[account] = (token, authorization, renewAt)
         }
-        return token
+        return (token, authorization)
     }
 
     /// ``currentToken(for:)``, for ``IdentityClientInterceptor``.
