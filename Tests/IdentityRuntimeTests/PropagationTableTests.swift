@@ -11,8 +11,10 @@ struct PropagationTableTests {
     }
 
     /// The main actor's rows read the UI identities and the process identity, which are process-wide: other
-    /// suites reset them (`ResolutionTests`), so these rows hold the process identity for themselves.
-    @Test("main-actor row observes what the table says", .exclusiveProcessIdentity, .timeLimit(.minutes(5)),
+    /// suites reset them (`ResolutionTests`), so these rows hold the process identity for themselves. The
+    /// limit guards against a hang only: it counts the wait for the other holders too (about a minute on an
+    /// idle machine, several on a loaded one).
+    @Test("main-actor row observes what the table says", .exclusiveProcessIdentity, .timeLimit(.minutes(15)),
           arguments: PropagationTable.checks.filter(\.requiresMainQueue), PropagationTable.submitters)
     func mainActorRow(check: PropagationCheck, submitter: Identity?) async {
         await expectRow(check, submitter: submitter)
