@@ -53,9 +53,14 @@ import Synchronization
 /// > Note: Inside async code the thread identity lives in a task-local: change it only with the scoped
 /// > ``withThreadIdentity(_:isolation:operation:)``. The unscoped ``setCurrentThreadIdentity(_:)`` is `noasync`.
 public enum IdentityContext {
-    /// The innermost scope's frame; `nil` outside every scope and wrapped unit.
+    /// The innermost scope's binding; its frame is `nil` outside every scope and wrapped unit.
     @TaskLocal
-    static var frame: IdentityFrame?
+    static var binding = FrameBinding(nil)
+
+    /// The innermost scope's frame; `nil` outside every scope and wrapped unit.
+    static var frame: IdentityFrame? {
+        binding.frame
+    }
 
     private static let uiState = LockedValue(UIState())
 
@@ -100,7 +105,7 @@ public enum IdentityContext {
     ) rethrows -> R {
         let frame = IdentityFrame(synchronous: identity)
         defer { frame.deactivate() }
-        return try $frame.withValue(frame, operation: operation)
+        return try $binding.withValue(FrameBinding(frame), operation: operation)
     }
 
     /// Runs `operation` with `identity` as the task's thread identity, across suspension points and actor
@@ -110,7 +115,8 @@ public enum IdentityContext {
         isolation: isolated (any Actor)? = #isolation,
         operation: () async throws -> R
     ) async rethrows -> R {
-        try await $frame.withValue(IdentityFrame(asynchronous: identity), operation: operation, isolation: isolation)
+        try await $binding.withValue(
+            FrameBinding(IdentityFrame(asynchronous: identity)), operation: operation, isolation: isolation)
     }
 
     /// Sets the thread identity without a scope (the legacy API).
