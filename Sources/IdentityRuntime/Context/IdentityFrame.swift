@@ -76,7 +76,8 @@ final class IdentityFrame: @unchecked Sendable {
         swap(&work, &self.work)
         owner = pthread_self()
         isActive = true
-        IdentityContext.$binding.withValue(FrameBinding(self), operation: work)
+        // Called from a closure, not passed as the operation: passing it retained its context once more.
+        IdentityContext.$binding.withValue(FrameBinding(self)) { work() }
         isActive = false
     }
 
