@@ -55,8 +55,6 @@ let package = Package(
             dependencies: [
                 "IdentityRuntime",
                 "IdentityCrypto",
-                // Re-exported for one release (deprecated): the assertions used to be part of this module.
-                "IdentityAssertions",
                 .target(name: "CIdentityCrypto", condition: .when(platforms: [.linux])),
             ],
             swiftSettings: strictSettings

@@ -26,25 +26,44 @@ import Foundation
 /// Signing (``IdentityAssertionSigner``, ``AssertionSigningKey``), verifying (``IdentityAssertionVerifier``,
 /// ``AssertionVerificationKey``) and reading key sets (``AssertionKeySet``) all throw this one type.
 public enum AssertionError: Error, Sendable, Hashable, CustomStringConvertible {
+    /// Code 1: not three canonical base64url parts, not JSON objects, too long, or a claim missing or of the wrong type.
     case malformed(String)
+    /// Code 2: `alg` is not `EdDSA`.
     case unsupportedAlgorithm(String)
+    /// Code 3: a header member other than `alg`, `kid` and `typ`, or `typ` not `JWT`.
     case unsupportedHeader(String)
+    /// Code 4: no verification key has this `kid`.
     case unknownKey(String)
+    /// Code 5: the signature does not verify.
     case badSignature
+    /// Code 6: `exp` is past, beyond the clock skew.
     case expired(at: Date)
+    /// Code 7: `nbf` or `iat` is in the future, beyond the clock skew.
     case notYetValid(until: Date)
+    /// Code 8: `aud` does not name this verifier's audience.
     case wrongAudience(String)
+    /// Code 9: `iss` is not a trusted issuer.
     case wrongIssuer(String)
+    /// Code 10: a single-use verifier accepted this `jti` before, and it is still valid.
     case replayed(tokenID: String)
+    /// Code 11: the replay cache is full of unexpired token IDs; refused rather than risk a replay.
     case replayCacheFull
+    /// Code 12: `sub` is not a valid account name.
     case invalidAccount(String)
+    /// Code 13: `exp - iat` is longer than the verifier's maximum lifetime.
     case lifetimeTooLong(seconds: TimeInterval, maximum: TimeInterval)
+    /// Code 14: `tid` is not a valid tenant ID or domain.
     case invalidTenant(String)
+    /// Code 15: a key that is not 32 bytes, or a verification key that is not a canonical point or is of small order.
     case invalidKey(String)
+    /// Code 16: the platform crypto failed for a reason unrelated to the input.
     case cryptoBackendFailure(String)
+    /// Code 17: the signer cannot write the assertion (a time that 64-bit whole seconds cannot hold).
     case unsignable(String)
+    /// Code 18: a JWKS document refused as a whole.
     case invalidKeySet(AssertionKeySet.Refusal)
 
+    /// The stable numeric code of this error (the table above); it never changes for a case.
     public var code: Int {
         switch self {
         case .malformed: 1

@@ -21,7 +21,9 @@ import IdentityJSON
 ///   canonical point encoding (y ≥ 2^255 − 19) or one of the 8 points of small order (keys under which no
 ///   signature verifies: see ``AssertionVerificationKey/isValidSignature(_:of:)``); a member of the wrong JSON
 ///   type (`null` included);
-/// - the set: two keys whose `kid`s are equal, byte for byte or as Swift strings (canonically equivalent).
+/// - the set: two keys whose `kid`s are equal byte for byte. IDs that differ only by canonical equivalence
+///   (`"café"` composed and decomposed) are two keys, as in the set itself: a token's `kid` names one of
+///   them by its bytes, so what ``jwks`` publishes always reads back to an equal set.
 ///
 /// Members of the document and of a key that RFC 7517 lets a reader ignore are checked for syntax, then
 /// ignored. Names and values compare byte for byte (`"OKP"`, never `"okp"`).
@@ -62,7 +64,7 @@ extension AssertionKeySet {
         case missingKeyID(key: Int)
         /// `kid` empty or longer than ``AssertionKeySet/maximumKeyIDLength`` bytes.
         case invalidKeyID(key: Int, String)
-        /// Two keys with the same `kid` (byte for byte, or canonically equivalent).
+        /// Two keys with the same `kid`, byte for byte.
         case duplicateKeyID(String)
         /// `x` is missing, not canonical base64url without padding, not 32 bytes, not a canonical point encoding
         /// (y ≥ 2^255 − 19), or one of the 8 points of small order.
@@ -145,7 +147,6 @@ extension AssertionKeySet {
         guard keys.count <= maximumKeyCount else { throw .tooManyKeys(count: keys.count, maximum: maximumKeyCount) }
 
         var result: [[UInt8]: AssertionVerificationKey] = [:]
-        var seen: Set<String> = []
         for (index, members) in keys.enumerated() {
             if let member = privateMembers.first(where: { members[$0] != nil }) { throw .privateKeyMember(key: index, member: member) }
             func string(_ name: String) throws(Refusal) -> String? {
@@ -184,9 +185,9 @@ extension AssertionKeySet {
             do { key = try AssertionVerificationKey(rawRepresentation: raw) } catch {
                 throw .invalidPublicKey(key: index, "\(error)")
             }
-            // Equal Swift strings are byte-identical or canonically equivalent: either way, ambiguous.
-            guard seen.insert(id).inserted else { throw .duplicateKeyID(id) }
-            result[Array(id.utf8)] = key
+            // Byte for byte, like every lookup: Swift's String equality would merge canonically equivalent IDs
+            // that the set keeps apart and a token's kid tells apart.
+            guard result.updateValue(key, forKey: Array(id.utf8)) == nil else { throw .duplicateKeyID(id) }
         }
         return result
     }

@@ -31,6 +31,7 @@ public struct IdentityAssertion: Sendable, Hashable {
     /// A unique ID: a single-use verifier accepts each token ID once.
     public var tokenID: String
 
+    /// An assertion with these claims; `tokenID` defaults to a fresh UUID.
     public init(
         account: Identity, tenant: String? = nil, issuer: String, audience: String,
         issuedAt: Date, notBefore: Date? = nil, expiresAt: Date, tokenID: String = UUID().uuidString

@@ -11,12 +11,16 @@ import IdentityRuntime
 /// request.headers["Authorization"] = "Bearer " + token
 /// ```
 public struct IdentityAssertionSigner: Sendable {
+    /// The private key every token is signed with.
     public let key: AssertionSigningKey
+    /// The `kid` written into every token's header: the verifier's key set must hold the public key under it.
     public let keyID: String
+    /// The `iss` claim of every token.
     public let issuer: String
     /// The base64url JOSE header (`alg`, `kid`, `typ`), the same for every token: encoded once.
     private let encodedHeader: String
 
+    /// A signer that signs with `key`, names it `keyID` and issues as `issuer`.
     public init(key: AssertionSigningKey, keyID: String, issuer: String) {
         self.key = key
         self.keyID = keyID

@@ -83,8 +83,11 @@ public final class IdentityAssertionVerifier: Sendable {
 
     /// How this verifier treats a token it has accepted before.
     public let mode: Mode
+    /// The trusted issuers: a token whose `iss` is not one of them is refused.
     public let issuers: Set<String>
+    /// This verifier's audience: a token whose `aud` does not name it is refused.
     public let audience: String
+    /// How far, in seconds, `exp`, `nbf` and `iat` may be off before a token is refused.
     public let clockSkew: TimeInterval
     /// Single-use mode: the most unexpired token IDs remembered.
     public let replayCacheCapacity: Int

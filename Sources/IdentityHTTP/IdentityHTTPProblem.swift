@@ -68,6 +68,7 @@ public struct IdentityHTTPProblem: Error, Sendable, Hashable, CustomStringConver
         /// The field value.
         public let value: String
 
+        /// A header field `name: value`.
         public init(name: String, value: String) {
             self.name = name
             self.value = value
@@ -77,15 +78,24 @@ public struct IdentityHTTPProblem: Error, Sendable, Hashable, CustomStringConver
     /// The members of the document: RFC 9457's, then the extensions. ``json`` encodes them with sorted keys and
     /// leaves out the `nil` ones; a client can decode a refusal's body into this type.
     public struct Document: Codable, Sendable, Hashable {
+        /// The problem type URI (RFC 9457 `type`).
         public let type: String
+        /// A short summary of the problem type (`title`).
         public let title: String
+        /// The HTTP status code (`status`).
         public let status: Int
+        /// What went wrong with this request (`detail`); never a token or key material.
         public let detail: String
+        /// The problem's stable code (`bad-signature`), meant for programs; ``type`` ends with it.
         public let code: String
+        /// The `AssertionError.code` when verification refused the token.
         public let assertionError: Int?
+        /// The admission result code (a `SwitchIdentityResult`) when admission refused the account.
         public let admissionResult: Int?
+        /// The account refused, when the refusal names one.
         public let account: String?
 
+        /// A document with these members; ``IdentityHTTPProblem/json`` leaves the `nil` ones out.
         public init(
             type: String, title: String, status: Int, detail: String, code: String, assertionError: Int? = nil,
             admissionResult: Int? = nil, account: String? = nil

@@ -10,7 +10,7 @@
 /// Task.detached { await snapshot.run { await sync() } }
 /// ```
 ///
-/// ``run(_:)`` binds the captured identity in a fresh scope: the unit observes exactly the captured identity
+/// ``run(_:)->_`` binds the captured identity in a fresh scope: the unit observes exactly the captured identity
 /// (`nil` hides whatever the thread had), may change it for its own remainder with
 /// `setCurrentThreadIdentity(_:)`, and leaves the thread exactly as it found it, on return and on throw.
 public struct IdentitySnapshot: Sendable, Hashable {
@@ -27,16 +27,25 @@ public struct IdentitySnapshot: Sendable, Hashable {
         IdentitySnapshot(identity: flow.resolvedIdentity)
     }
 
-    /// Runs `body` synchronously under the captured identity.
-    public func run<R>(_ body: () throws -> R) rethrows -> R {
+    /// Runs `body` synchronously under the captured identity; its error passes through with its type.
+    @discardableResult
+    public func run<R, Failure: Error>(_ body: () throws(Failure) -> R) throws(Failure) -> R {
         try IdentityContext.withThreadIdentity(identity, operation: body)
     }
 
-    /// Runs `body` under the captured identity, across suspension points; child tasks inherit it.
-    public func run<R>(
+    /// ``run(_:)->_`` for a body that returns nothing, so that `snapshot.run { Task { ... } }` resolves without
+    /// annotations wherever the call's own value is not used.
+    public func run<Failure: Error>(_ body: () throws(Failure) -> Void) throws(Failure) {
+        try IdentityContext.withThreadIdentity(identity, operation: body)
+    }
+
+    /// Runs `body` under the captured identity, across suspension points; child tasks inherit it. Its error
+    /// passes through with its type.
+    @discardableResult
+    public func run<R, Failure: Error>(
         isolation: isolated (any Actor)? = #isolation,
-        _ body: () async throws -> R
-    ) async rethrows -> R {
+        _ body: () async throws(Failure) -> R
+    ) async throws(Failure) -> R {
         try await IdentityContext.withThreadIdentity(identity, isolation: isolation, operation: body)
     }
 

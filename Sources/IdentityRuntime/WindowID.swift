@@ -11,6 +11,7 @@ public struct WindowID: Hashable, Sendable, CustomStringConvertible, Expressible
     /// `rawValue.hashValue`, computed once: windows key the UI-identity tables, which every switch looks up.
     private let rawValueHash: Int
 
+    /// The window named `rawValue`.
     public init(_ rawValue: String) {
         self.rawValue = rawValue
         rawValueHash = rawValue.hashValue

@@ -15,9 +15,9 @@ extension IdentityStrictMode {
     /// }
     /// #expect(issues.count == 1)
     /// ```
-    public static func capturingIssues<Result>(
-        matching isExpected: @escaping @Sendable (RuntimeIssue) -> Bool, _ body: () async throws -> Result
-    ) async rethrows -> (Result, [RuntimeIssue]) {
+    public static func capturingIssues<Result, Failure: Error>(
+        matching isExpected: @escaping @Sendable (RuntimeIssue) -> Bool, _ body: () async throws(Failure) -> Result
+    ) async throws(Failure) -> (Result, [RuntimeIssue]) {
         let capture = IssueCapture(isExpected)
         let result: Result
         do { result = try await body() } catch {
@@ -28,9 +28,9 @@ extension IdentityStrictMode {
     }
 
     /// ``capturingIssues(matching:_:)`` for synchronous code.
-    public static func capturingIssues<Result>(
-        matching isExpected: @escaping @Sendable (RuntimeIssue) -> Bool, _ body: () throws -> Result
-    ) rethrows -> (Result, [RuntimeIssue]) {
+    public static func capturingIssues<Result, Failure: Error>(
+        matching isExpected: @escaping @Sendable (RuntimeIssue) -> Bool, _ body: () throws(Failure) -> Result
+    ) throws(Failure) -> (Result, [RuntimeIssue]) {
         let capture = IssueCapture(isExpected)
         let result: Result
         do { result = try body() } catch {

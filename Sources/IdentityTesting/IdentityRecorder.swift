@@ -14,14 +14,19 @@ import IdentityRuntime
 public final class IdentityRecorder: Sendable {
     /// What was observed at one ``record(_:)`` call.
     public struct Observation: Sendable, Equatable {
+        /// The label given to ``IdentityRecorder/record(_:)``.
         public let label: String
+        /// The thread identity at the call.
         public let thread: Identity?
+        /// The effective file identity at the call.
         public let file: Identity?
+        /// The effective UI identity at the call.
         public let ui: Identity?
     }
 
     private let storage = LockedValue<[Observation]>([])
 
+    /// An empty recorder.
     public init() {}
 
     /// Records the current thread identity and the effective file and UI identities under `label`.

@@ -9,6 +9,7 @@ import Testing
 /// func uploadsAsAlice() async { ... }
 /// ```
 public struct ThreadIdentityTrait: TestTrait, SuiteTrait, TestScoping {
+    /// The thread identity each test runs under (`nil`: none).
     public let identity: Identity?
 
     public var isRecursive: Bool { true }

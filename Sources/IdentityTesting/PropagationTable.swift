@@ -78,9 +78,13 @@ public struct PropagationCheck: Sendable, CustomStringConvertible {
 
 /// What one ``PropagationCheck`` saw for one submitter identity.
 public struct PropagationOutcome: Sendable {
+    /// The row that ran.
     public let check: PropagationCheck
+    /// The identity the work was submitted under.
     public let submitter: Identity?
+    /// The identity the rule says the work must observe.
     public let expected: Identity?
+    /// What each run of the work observed.
     public let observed: [Identity?]
     /// Why the row did not run, when it could not (``PropagationCheck/requiresMainQueue``).
     public var skipped: String? = nil

@@ -32,30 +32,30 @@ import Synchronization
 /// destroyed (``Report/destroyedKeyPlaintext``); a wipe removes everything or reports what remains
 /// (``Report/unreportedLeftovers``); a broken policy document refuses its accounts' data with 115
 /// (``Report/brokenPolicyAllowances``).
-public enum IsolationStress {
-    public struct Options: Sendable {
-        public var seed: UInt64 = 1
+package enum IsolationStress {
+    package struct Options: Sendable {
+        package var seed: UInt64 = 1
         /// Seconds to run (when ``operations`` is `nil`).
-        public var duration: Double = 10
+        package var duration: Double = 10
         /// Operations to run in all, instead of a duration.
-        public var operations: Int?
-        public var accounts = 64
-        public var tenants = 8
+        package var operations: Int?
+        package var accounts = 64
+        package var tenants = 8
         /// Half of them raw threads, half tasks.
-        public var workers = 8
+        package var workers = 8
         /// ``RuntimeSettings/dataIsolation`` of the manager under test. `false` is a self-check: the program
         /// must then report violations and leaked bytes.
-        public var dataIsolation = true
+        package var dataIsolation = true
         /// A gate removed on purpose (self-check): the program must then report violations.
-        public var fault: Fault = .none
+        package var fault: Fault = .none
         /// The fault classes injected while the program runs (none: the run of operations that finish).
-        public var faults: Set<FaultClass> = []
+        package var faults: Set<FaultClass> = []
 
-        public init() {}
+        package init() {}
     }
 
     /// A class of faults injected into the run, each with the invariants it checks.
-    public enum FaultClass: String, CaseIterable, Sendable, Comparable {
+    package enum FaultClass: String, CaseIterable, Sendable, Comparable {
         /// The key store (a remote store's double over the file store) answers some fetches late, within its
         /// timeout, and some never: the operation is refused with `keyStoreUnavailable` (113) and must leave
         /// the file and its owner record as they were.
@@ -77,12 +77,12 @@ public enum IsolationStress {
         /// destroyed), even once the accounts are unblocked, and no file of theirs remains unreported.
         case wipes
 
-        public static func < (lhs: FaultClass, rhs: FaultClass) -> Bool {
+        package static func < (lhs: FaultClass, rhs: FaultClass) -> Bool {
             allCases.firstIndex(of: lhs)! < allCases.firstIndex(of: rhs)!
         }
 
         /// The classes named in `list` (comma-separated raw values, `all`, or `none`); `nil` for an unknown name.
-        public static func parse(_ list: String) -> Set<FaultClass>? {
+        package static func parse(_ list: String) -> Set<FaultClass>? {
             var classes: Set<FaultClass> = []
             for name in list.split(separator: ",").map({ $0.trimmingCharacters(in: .whitespaces) }) {
                 switch name {
@@ -98,7 +98,7 @@ public enum IsolationStress {
     }
 
     /// A check the protection managers skip on purpose, to prove that the program catches a missing gate.
-    public enum Fault: String, CaseIterable, Sendable {
+    package enum Fault: String, CaseIterable, Sendable {
         case none
         /// Modifications (``IdentityProtection/ProtectedDataAccess/modify(writer:)``) are never refused.
         case noModifyCheck = "no-modify-check"
@@ -124,7 +124,7 @@ public enum IsolationStress {
         case ignoreBrokenPolicy = "ignore-broken-policy"
 
         /// The fault classes that must run for this self-check to have something to catch.
-        public var needs: Set<FaultClass> {
+        package var needs: Set<FaultClass> {
             switch self {
             case .none, .noModifyCheck, .noReadCheck, .noTransferCheck: []
             case .truncateBeforeKey: [.slowKeyStore]
@@ -136,7 +136,7 @@ public enum IsolationStress {
     }
 
     /// The APIs exercised, one row each in the report.
-    public enum API: String, CaseIterable, Sendable {
+    package enum API: String, CaseIterable, Sendable {
         case protect, unprotect, unprotectInTask, writeFile, readFile, readFileThroughQueue, decryptFileToCopy
         case openProtectedFile, isDataTransferAllowed, reownFile
         /// `decryptFile(atPath:)` of another caller's file (a read and a modification).
@@ -168,63 +168,63 @@ public enum IsolationStress {
         case wipedData
 
         /// The rows only a fault class fills.
-        public static let faultRows: Set<API> = [.policyChange, .wipe, .wipedData]
+        package static let faultRows: Set<API> = [.policyChange, .wipe, .wipedData]
     }
 
-    public struct Row: Sendable {
-        public var api: API
-        public var attempts = 0
-        public var allowed = 0
-        public var refused = 0
+    package struct Row: Sendable {
+        package var api: API
+        package var attempts = 0
+        package var allowed = 0
+        package var refused = 0
         /// Outcomes not judged: a block of an account involved changed while the call ran.
-        public var undecided = 0
+        package var undecided = 0
         /// Refused by the fault: the key store did not answer in time, or the call was cancelled (113).
-        public var interrupted = 0
-        public var violations = 0
+        package var interrupted = 0
+        package var violations = 0
     }
 
-    public struct Report: Sendable {
-        public var rows: [Row]
+    package struct Report: Sendable {
+        package var rows: [Row]
         /// The first violations, described.
-        public var violations: [String]
+        package var violations: [String]
         /// Every violation by kind (its description without accounts, paths and numbers), most frequent first,
         /// with the first violation of the kind.
-        public var violationKinds: [(kind: String, count: Int, example: String)]
-        public var violationCount: Int
+        package var violationKinds: [(kind: String, count: Int, example: String)]
+        package var violationCount: Int
         /// Bytes of plaintext returned to a reader that may not see them.
-        public var leakedBytes: Int
+        package var leakedBytes: Int
         /// Changes of another account's data that the rules refuse (allowed, or left behind by a refusal).
-        public var foreignModifications: Int
+        package var foreignModifications: Int
         /// Files of an account whose tenant requires encryption found with their plaintext on disk.
-        public var plaintextAtRest: Int
+        package var plaintextAtRest: Int
         /// Accounts blocked or unblocked while the program ran.
-        public var blockChanges: Int
+        package var blockChanges: Int
         /// Failed, timed-out or cancelled operations after which a file's bytes or its owner record had changed.
-        public var lostData: Int
+        package var lostData: Int
         /// Operations on data recorded as isolated, whose owner's document was deleted, allowed for another
         /// account than its owner.
-        public var withdrawnLeaks: Int
+        package var withdrawnLeaks: Int
         /// Reads that gave plaintext of data whose keys a wipe had destroyed (open handles, envelopes, streams).
-        public var destroyedKeyPlaintext: Int
+        package var destroyedKeyPlaintext: Int
         /// Files of wiped accounts left under the root that the wipe's report did not mention.
-        public var unreportedLeftovers: Int
+        package var unreportedLeftovers: Int
         /// Operations allowed on data of (or creations for) an account whose policy document is broken.
-        public var brokenPolicyAllowances: Int
+        package var brokenPolicyAllowances: Int
         /// Fault episodes: policy documents changed, wipes of accounts and of tenants.
-        public var policyChanges: Int
-        public var wipes: Int
+        package var policyChanges: Int
+        package var wipes: Int
         /// `.async` calls cancelled before they had answered (the cancellation fault injected).
-        public var cancellations: Int = 0
-        public var operations: Int
-        public var seconds: Double
+        package var cancellations: Int = 0
+        package var operations: Int
+        package var seconds: Double
 
-        public var passed: Bool {
+        package var passed: Bool {
             violationCount == 0 && leakedBytes == 0 && foreignModifications == 0 && plaintextAtRest == 0 && lostData == 0
                 && withdrawnLeaks == 0 && destroyedKeyPlaintext == 0 && unreportedLeftovers == 0 && brokenPolicyAllowances == 0
         }
 
         /// The per-API table and a closing line, for printing.
-        public var table: String {
+        package var table: String {
             var lines = ["api                       attempts   allowed   refused undecided interrupted  violations"]
             for row in rows {
                 func cell(_ value: Int, _ width: Int) -> String {
@@ -252,7 +252,7 @@ public enum IsolationStress {
     }
 
     /// Runs the program in a temporary directory (removed afterwards).
-    public static func run(_ options: Options) async throws -> Report {
+    package static func run(_ options: Options) async throws -> Report {
         let world = try World(options: options)
         defer { world.tearDown() }
         let start = DispatchTime.now().uptimeNanoseconds

@@ -6,10 +6,9 @@ import Testing
 /// JSON reader: its rules apply to them, and the values come out exactly as written.
 @Suite("Policy documents and settings: the strict JSON reader")
 struct DocumentJSONTests {
-    @Test("the former name JSONValue is the same type as AppConfigurationValue")
-    @available(*, deprecated, message: "names the deprecated alias on purpose")
-    func formerName() throws {
-        let value: JSONValue = .object(["retention": .number(30)])
+    @Test("a document's app configuration reads as the AppConfigurationValue written")
+    func appConfigurationAsWritten() throws {
+        let value: AppConfigurationValue = .object(["retention": .number(30)])
         let policy = try PolicyDocument(
             json: Data(#"{"formatVersion": 1, "account": "alice@contoso.com", "appConfiguration": {"retention": 30}}"#.utf8),
             path: "alice.json")

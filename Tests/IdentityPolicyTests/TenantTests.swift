@@ -61,14 +61,4 @@ struct TenantTests {
         #expect(manager.tenant(for: svc) == manager.tenant(for: svc))
         #expect(Set([manager.tenant(for: svc), TenantID("svc-backup@")]).count == 2)
     }
-
-    @Test("the deprecated tenant(of:) answers tenant(for:), never nil")
-    @available(*, deprecated, message: "calls the deprecated name on purpose")
-    func deprecatedTenantOf() {
-        let manager = PolicyManager(policySource: StaticPolicySource([:]))
-        manager.registerAccount(bob, tenantID: "tenant-b")
-        for account: Identity in [alice, bob, "svc-backup", .unmanaged] {
-            #expect(manager.tenant(of: account) == manager.tenant(for: account))
-        }
-    }
 }

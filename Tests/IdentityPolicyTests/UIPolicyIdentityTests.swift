@@ -65,6 +65,17 @@ struct UIPolicyIdentityTests {
         #expect(manager.uiPolicyIdentity(for: window) == nil)
     }
 
+    @Test("an unannotated awaited call picks the async twin and returns its result")
+    func unannotatedAwaitPicksTheAsyncTwin() async {
+        let manager = makeManager()
+        let result = await manager.setUIPolicyIdentity(dave, for: .main)
+        let typed: SwitchIdentityResult = result
+        #expect(typed == .success)
+        #expect(manager.uiPolicyIdentity(for: .main) == dave)
+        let cleared = await manager.setUIPolicyIdentity(nil)
+        #expect(cleared == .success)
+    }
+
     @Test("one managed account (maxManagedAccounts = 1): a managed identity other than the primary user is not allowed")
     func secondManagedIdentity() async {
         let source = StaticPolicySource([bob: Policy(identity: nil)])

@@ -1,4 +1,5 @@
 import Benchmark
+import IdentityAssertions
 import IdentityPolicy
 import IdentityProtection
 import IdentityRuntime

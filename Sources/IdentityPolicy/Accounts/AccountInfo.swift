@@ -13,6 +13,7 @@ public struct AccountInfo: Sendable, Hashable {
     /// Its directory object ID, if known. Compared case-insensitively.
     public var objectID: String?
 
+    /// An account's registration: its name, and its tenant and directory object ID when known.
     public init(identity: Identity, tenantID: TenantID? = nil, objectID: String? = nil) {
         self.identity = identity
         self.tenantID = tenantID

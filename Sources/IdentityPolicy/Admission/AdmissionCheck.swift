@@ -5,6 +5,7 @@ import IdentityRuntime
 public struct AdmissionReason: Sendable, Hashable, ExpressibleByStringInterpolation, CustomStringConvertible {
     public let description: String
 
+    /// A reason described by `description`.
     public init(_ description: String) {
         self.description = description
     }
@@ -48,6 +49,7 @@ public protocol AdmissionCheck: Sendable {
 public struct ClosureAdmissionCheck: AdmissionCheck {
     private let body: @Sendable (Identity, AdmissionReason) async -> AdmissionOutcome
 
+    /// A check that answers with `body`'s outcome for the account and the reason.
     public init(_ body: @escaping @Sendable (Identity, AdmissionReason) async -> AdmissionOutcome) {
         self.body = body
     }
@@ -61,6 +63,7 @@ public struct ClosureAdmissionCheck: AdmissionCheck {
 /// give: ``SwitchIdentityResult/notAllowed`` for a refusal by rule (blocked, not allowed, claimed),
 /// ``SwitchIdentityResult/failed`` for a check that denied it or could not decide.
 public struct AdmissionError: Error, Sendable, Hashable, CustomStringConvertible {
+    /// What refused the account.
     public enum Cause: Sendable, Hashable {
         /// The account is blocked (a denied check blocks it too: ``BlockAccountReason/admissionCheckFailed``).
         case blocked(BlockAccountReason)
@@ -81,6 +84,7 @@ public struct AdmissionError: Error, Sendable, Hashable, CustomStringConvertible
     /// Why.
     public let cause: Cause
 
+    /// A refusal of `account` with `result`, for `cause`.
     public init(account: Identity, result: SwitchIdentityResult, cause: Cause) {
         self.account = account
         self.result = result

@@ -30,6 +30,7 @@ public protocol ConditionalLaunchCheck: Sendable {
 public struct ClosureConditionalLaunchCheck: ConditionalLaunchCheck {
     private let body: @Sendable (Identity, WindowID) async -> ConditionalLaunchOutcome
 
+    /// A check that answers with `body`'s outcome for the account and the window.
     public init(_ body: @escaping @Sendable (Identity, WindowID) async -> ConditionalLaunchOutcome) {
         self.body = body
     }

@@ -28,8 +28,11 @@ import IdentityRuntime
 ///
 /// Every operation reports to the ``delegate`` and as a ``PolicyEvent/enrollmentStatus(_:)`` event.
 public final class EnrollmentManager: Sendable {
+    /// The manager whose accounts this one registers, enrolls and wipes.
     public let policyManager: PolicyManager
+    /// The enrollment service every operation asks.
     public let service: any EnrollmentService
+    /// When retries and check-ins run.
     public let scheduler: any EnrollmentScheduler
 
     private struct State {
@@ -43,6 +46,7 @@ public final class EnrollmentManager: Sendable {
 
     private let state: LockedValue<State>
 
+    /// An enrollment manager for `policyManager`, asking `service` and timing retries with `scheduler`.
     public init(
         policyManager: PolicyManager, service: any EnrollmentService,
         scheduler: any EnrollmentScheduler = DispatchEnrollmentScheduler()

@@ -3,6 +3,7 @@ import Foundation
 
 /// Something scheduled that can be called off.
 public protocol ScheduledWork: Sendable {
+    /// Calls the work off; it does not run if it has not started. Calling it again does nothing.
     func cancel()
 }
 
@@ -14,6 +15,7 @@ public protocol EnrollmentScheduler: Sendable {
 
 /// The default scheduler: a global dispatch queue's `asyncAfter` (wall-clock time).
 public struct DispatchEnrollmentScheduler: EnrollmentScheduler {
+    /// The default scheduler.
     public init() {}
 
     public func schedule(after seconds: TimeInterval, _ work: @escaping @Sendable () -> Void) -> any ScheduledWork {

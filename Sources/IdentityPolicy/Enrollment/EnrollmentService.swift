@@ -2,9 +2,12 @@ import IdentityRuntime
 
 /// What an enrollment service answered.
 public struct EnrollmentServiceResponse: Sendable, Hashable {
+    /// What the service answered.
     public var statusCode: EnrollmentStatusCode
+    /// The service's message, if any (for logs; never shown as a decision).
     public var message: String?
 
+    /// An answer with `statusCode` and an optional message.
     public init(_ statusCode: EnrollmentStatusCode, message: String? = nil) {
         self.statusCode = statusCode
         self.message = message

@@ -12,6 +12,7 @@ public struct EnrollmentStatus: Sendable, Hashable {
     /// Debug information, if any.
     public var errorString: String?
 
+    /// A status for `identity` with `statusCode` and optional debug information.
     public init(identity: Identity, statusCode: EnrollmentStatusCode, errorString: String? = nil) {
         self.identity = identity
         self.statusCode = statusCode

@@ -144,6 +144,7 @@ public struct AppConfigurationConflict: Sendable, Hashable, CustomStringConverti
     /// Each account's value, for the accounts that set the key.
     public var values: [Identity: AppConfigurationValue]
 
+    /// A conflict over `key` between the accounts' `values`.
     public init(key: String, values: [Identity: AppConfigurationValue]) {
         self.key = key
         self.values = values

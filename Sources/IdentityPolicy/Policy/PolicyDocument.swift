@@ -8,6 +8,7 @@ import IdentityRuntime
 public struct PolicyDocument: Sendable, Hashable {
     /// Who the document applies to.
     public enum Subject: Sendable, Hashable, CustomStringConvertible {
+        /// One managed account.
         case account(Identity)
         /// A tenant ID such as `72f988bf-86f1-41af-91ab-2d7cd011db47`, or a domain such as `contoso.com`,
         /// compared case-insensitively.
@@ -21,6 +22,7 @@ public struct PolicyDocument: Sendable, Hashable {
         }
     }
 
+    /// Whom the document governs.
     public var subject: Subject
     /// The policy, with `identity` unset (it is filled in for the account asking).
     public var policy: Policy
@@ -35,6 +37,7 @@ public struct PolicyDocument: Sendable, Hashable {
         "saveToLocations", "saveToUnknownLocationAllowed", "tenant",
     ]
 
+    /// A document giving `policy` to `subject`.
     public init(subject: Subject, policy: Policy) {
         self.subject = subject
         self.policy = policy

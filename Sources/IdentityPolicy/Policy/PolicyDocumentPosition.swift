@@ -10,6 +10,7 @@ public struct PolicyDocumentPosition: Sendable, Hashable, CustomStringConvertibl
     /// The column, from 1, in Unicode scalars (characters of most texts).
     public var column: Int
 
+    /// A position at byte `offset`, on `line` and `column` (both from 1).
     public init(offset: Int, line: Int, column: Int) {
         self.offset = offset
         self.line = line

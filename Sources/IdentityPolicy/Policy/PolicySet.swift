@@ -25,6 +25,7 @@ public struct PolicySet: Sendable, Hashable {
     /// good document of its own (in ``accounts``) is undecided.
     public var isComplete: Bool
 
+    /// A policy set; the defaults make an empty, complete one.
     public init(
         accounts: [Identity: Policy] = [:], tenants: [TenantID: Policy] = [:],
         unavailableAccounts: Set<Identity> = [], unavailableTenants: Set<TenantID> = [], isComplete: Bool = true

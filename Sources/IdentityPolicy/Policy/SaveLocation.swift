@@ -8,10 +8,15 @@ public struct SaveLocation: OptionSet, Sendable, Hashable {
 
     /// An unknown location (`0`, the empty set).
     public static let other: SaveLocation = []
+    /// OneDrive for Business (`1 << 0`).
     public static let oneDriveForBusiness = SaveLocation(rawValue: 1 << 0)
+    /// SharePoint (`1 << 1`).
     public static let sharePoint = SaveLocation(rawValue: 1 << 1)
+    /// Box (`1 << 2`).
     public static let box = SaveLocation(rawValue: 1 << 2)
+    /// Dropbox (`1 << 3`).
     public static let dropbox = SaveLocation(rawValue: 1 << 3)
+    /// Google Drive (`1 << 4`).
     public static let googleDrive = SaveLocation(rawValue: 1 << 4)
     /// Storage on the device (or, for a service, the local file system).
     public static let localDrive = SaveLocation(rawValue: 1 << 5)
@@ -19,7 +24,9 @@ public struct SaveLocation: OptionSet, Sendable, Hashable {
     public static let cameraRoll = SaveLocation(rawValue: 1 << 6)
     /// A location not listed here, accessed with an account: allowed only for the managed account.
     public static let accountDocument = SaveLocation(rawValue: 1 << 7)
+    /// iManage (`1 << 8`).
     public static let iManage = SaveLocation(rawValue: 1 << 8)
+    /// Egnyte (`1 << 9`).
     public static let egnyte = SaveLocation(rawValue: 1 << 9)
 
     /// Every named location.

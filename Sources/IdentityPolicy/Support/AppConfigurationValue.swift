@@ -5,11 +5,17 @@ import IdentityJSON
 /// coercions: `true` is not `1`, `1` is not `"1"`. Also the base of the strict readers of settings files and
 /// policy documents.
 public enum AppConfigurationValue: Sendable, Hashable, Decodable, CustomStringConvertible {
+    /// JSON `null`.
     case null
+    /// `true` or `false`.
     case bool(Bool)
+    /// A number, as a `Double`.
     case number(Double)
+    /// A string.
     case string(String)
+    /// An array, in order.
     case array([AppConfigurationValue])
+    /// An object, by member name.
     case object([String: AppConfigurationValue])
 
     public init(from decoder: any Decoder) throws {
@@ -90,7 +96,3 @@ enum JSONReadError: Error {
     case malformed(String)
     case notAnObject(found: String)
 }
-
-/// The former name of ``AppConfigurationValue``.
-@available(*, deprecated, renamed: "AppConfigurationValue")
-public typealias JSONValue = AppConfigurationValue

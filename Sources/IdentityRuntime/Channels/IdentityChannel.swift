@@ -127,12 +127,13 @@ public final class IdentityChannel<Element: Sendable>: AsyncSequence, Sendable {
 
     /// Consumes the channel until it ends, running `body` with each element under its **sender's**
     /// identity (see ``IdentityMessage/run(isolation:_:)``). Returns when the channel is finished and empty
-    /// or the calling task is cancelled; an error thrown by `body` ends the loop and is rethrown.
+    /// or the calling task is cancelled; an error thrown by `body` ends the loop and is rethrown with its
+    /// type.
     @inlinable
-    public func forEach(
+    public func forEach<Failure: Error>(
         isolation: isolated (any Actor)? = #isolation,
-        _ body: (Element) async throws -> Void
-    ) async rethrows {
+        _ body: (Element) async throws(Failure) -> Void
+    ) async throws(Failure) {
         while let message = await next() {
             try await message.run(isolation: isolation, body)
         }

@@ -48,19 +48,22 @@ public struct IdentityMessage<Value: Sendable>: Sendable {
     @inlinable
     public var unattributedValue: Value { box.value }
 
-    /// Runs `body` with the element, synchronously, under the sender's identity.
+    /// Runs `body` with the element, synchronously, under the sender's identity; its error passes through
+    /// with its type.
     @inlinable
-    public func run<R>(_ body: (Value) throws -> R) rethrows -> R {
-        try box.snapshot.run { try body(box.value) }
+    @discardableResult
+    public func run<R, Failure: Error>(_ body: (Value) throws(Failure) -> R) throws(Failure) -> R {
+        try box.snapshot.run { () throws(Failure) -> R in try body(box.value) }
     }
 
     /// Runs `body` with the element under the sender's identity, across suspension points; child tasks and
-    /// `Task {}` created inside inherit it.
+    /// `Task {}` created inside inherit it. Its error passes through with its type.
     @inlinable
-    public func run<R>(
+    @discardableResult
+    public func run<R, Failure: Error>(
         isolation: isolated (any Actor)? = #isolation,
-        _ body: (Value) async throws -> R
-    ) async rethrows -> R {
-        try await box.snapshot.run(isolation: isolation) { try await body(box.value) }
+        _ body: (Value) async throws(Failure) -> R
+    ) async throws(Failure) -> R {
+        try await box.snapshot.run(isolation: isolation) { () async throws(Failure) -> R in try await body(box.value) }
     }
 }

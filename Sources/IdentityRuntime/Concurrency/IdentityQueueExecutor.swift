@@ -55,6 +55,7 @@ public final class IdentityQueueExecutor: SerialExecutor, TaskExecutor, Sendable
         UnownedSerialExecutor(ordinary: self)
     }
 
+    /// This executor as a task executor (a task preference), for `Task(executorPreference:)` and `withTaskExecutorPreference`.
     public func asUnownedTaskExecutor() -> UnownedTaskExecutor {
         UnownedTaskExecutor(ordinary: self)
     }

@@ -98,36 +98,54 @@ public enum IdentityContext {
     /// Runs `operation` with `identity` as the thread identity, then restores the previous one.
     ///
     /// `nil` hides any outer identity for the duration. A `Task {}` created inside inherits `identity`.
-    /// Restoration happens on return and on throw.
-    public static func withThreadIdentity<R>(
+    /// Restoration happens on return and on throw. The error `operation` throws passes through with its
+    /// type: a closure declared `throws(ProtectionError)` makes this call throw `ProtectionError`.
+    @discardableResult
+    public static func withThreadIdentity<R, Failure: Error>(
         _ identity: Identity?,
-        operation: () throws -> R
-    ) rethrows -> R {
+        operation: () throws(Failure) -> R
+    ) throws(Failure) -> R {
         let frame = IdentityFrame(synchronous: identity)
         defer { frame.deactivate() }
-        return try $binding.withValue(FrameBinding(frame), operation: operation)
+        return try $binding.withValue(FrameBinding(frame), typed: operation)
+    }
+
+    /// ``withThreadIdentity(_:operation:)->_`` for a body that returns nothing.
+    ///
+    /// The same scope; it exists so that a body whose last statement creates a task
+    /// (`withThreadIdentity(x) { Task { ... } }`) resolves without annotations wherever the call's own value
+    /// is not used.
+    public static func withThreadIdentity<Failure: Error>(
+        _ identity: Identity?,
+        operation: () throws(Failure) -> Void
+    ) throws(Failure) {
+        let frame = IdentityFrame(synchronous: identity)
+        defer { frame.deactivate() }
+        try $binding.withValue(FrameBinding(frame), typed: operation)
     }
 
     /// Runs `operation` with `identity` as the task's thread identity, across suspension points and actor
-    /// hops, then restores the previous one. Child tasks and `Task {}` created inside inherit it.
-    public static func withThreadIdentity<R>(
+    /// hops, then restores the previous one. Child tasks and `Task {}` created inside inherit it. The error
+    /// `operation` throws passes through with its type.
+    @discardableResult
+    public static func withThreadIdentity<R, Failure: Error>(
         _ identity: Identity?,
         isolation: isolated (any Actor)? = #isolation,
-        operation: () async throws -> R
-    ) async rethrows -> R {
+        operation: () async throws(Failure) -> R
+    ) async throws(Failure) -> R {
         try await $binding.withValue(
-            FrameBinding(IdentityFrame(asynchronous: identity)), operation: operation, isolation: isolation)
+            FrameBinding(IdentityFrame(asynchronous: identity)), isolation: isolation, typed: operation)
     }
 
     /// Sets the thread identity without a scope (the legacy API).
     ///
-    /// - Inside a wrapped unit or a synchronous ``withThreadIdentity(_:operation:)`` scope, the change lasts
+    /// - Inside a wrapped unit or a synchronous ``withThreadIdentity(_:operation:)->_`` scope, the change lasts
     ///   for the rest of that unit or scope only; afterwards the thread is back to what it was. Work
     ///   submitted and tasks created after the change observe it.
     /// - Outside every scope (a raw thread, the main thread of a legacy app) it sets the thread's identity
     ///   until it is set again. Wrapped submissions from this thread capture it; a `Task {}` created
     ///   here does not inherit it, because Swift binds task-locals only in scopes: prefer
-    ///   ``withThreadIdentity(_:operation:)`` there.
+    ///   ``withThreadIdentity(_:operation:)->_`` there.
     /// - Called from synchronous code running inside a Swift task, outside any synchronous scope, it changes
     ///   nothing and reports a runtime issue: use the async ``withThreadIdentity(_:isolation:operation:)``.
     @available(*, noasync, message: "inside async code the thread identity is a task-local: use withThreadIdentity(_:operation:)")

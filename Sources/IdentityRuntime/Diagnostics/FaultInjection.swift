@@ -19,7 +19,9 @@ package enum FaultInjection: UInt8, Sendable, CaseIterable {
     }
 
     /// Runs `operation` so that the units it submits get `fault`; the rest of the process is unaffected.
-    package static func inject<R>(_ fault: FaultInjection, _ operation: () throws -> R) rethrows -> R {
+    package static func inject<R, Failure: Error>(
+        _ fault: FaultInjection, _ operation: () throws(Failure) -> R
+    ) throws(Failure) -> R {
         try DiagnosticsScope.with(fault: fault, operation)
     }
 }
@@ -48,22 +50,24 @@ enum DiagnosticsScope {
         return (strict, fault)
     }
 
-    static func with<R>(strict: Bool = false, fault: FaultInjection = .none, _ operation: () throws -> R) rethrows -> R {
+    static func with<R, Failure: Error>(
+        strict: Bool = false, fault: FaultInjection = .none, _ operation: () throws(Failure) -> R
+    ) throws(Failure) -> R {
         activeScopes.add(1, ordering: .relaxed)
         defer { activeScopes.subtract(1, ordering: .relaxed) }
-        return try $strict.withValue(strict || Self.strict) {
-            try $fault.withValue(fault == .none ? Self.fault : fault, operation: operation)
-        }
+        return try $strict.withValue(strict || Self.strict, typed: { () throws(Failure) -> R in
+            try $fault.withValue(fault == .none ? Self.fault : fault, typed: operation)
+        })
     }
 
-    static func with<R>(
+    static func with<R, Failure: Error>(
         strict: Bool = false, fault: FaultInjection = .none,
-        isolation: isolated (any Actor)?, _ operation: () async throws -> R
-    ) async rethrows -> R {
+        isolation: isolated (any Actor)?, _ operation: () async throws(Failure) -> R
+    ) async throws(Failure) -> R {
         activeScopes.add(1, ordering: .relaxed)
         defer { activeScopes.subtract(1, ordering: .relaxed) }
-        return try await $strict.withValue(strict || Self.strict) {
-            try await $fault.withValue(fault == .none ? Self.fault : fault, operation: operation, isolation: isolation)
-        }
+        return try await $strict.withValue(strict || Self.strict, isolation: isolation, typed: { () async throws(Failure) -> R in
+            try await $fault.withValue(fault == .none ? Self.fault : fault, isolation: isolation, typed: operation)
+        })
     }
 }

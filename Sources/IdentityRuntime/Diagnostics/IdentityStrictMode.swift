@@ -54,16 +54,20 @@ public enum IdentityStrictMode {
     }
 
     /// Runs `operation` with strict mode on for the units it submits (directly, or from tasks it creates),
-    /// whatever ``isEnabled`` says; other code in the process is unaffected.
-    public static func checking<R>(_ operation: () throws -> R) rethrows -> R {
+    /// whatever ``isEnabled`` says; other code in the process is unaffected. Its error passes through with
+    /// its type.
+    @discardableResult
+    public static func checking<R, Failure: Error>(_ operation: () throws(Failure) -> R) throws(Failure) -> R {
         try DiagnosticsScope.with(strict: true, operation)
     }
 
     /// Runs `operation` with strict mode on for the units it submits (directly, or from tasks it creates).
-    public static func checking<R>(
+    /// Its error passes through with its type.
+    @discardableResult
+    public static func checking<R, Failure: Error>(
         isolation: isolated (any Actor)? = #isolation,
-        _ operation: () async throws -> R
-    ) async rethrows -> R {
+        _ operation: () async throws(Failure) -> R
+    ) async throws(Failure) -> R {
         try await DiagnosticsScope.with(strict: true, isolation: isolation, operation)
     }
 

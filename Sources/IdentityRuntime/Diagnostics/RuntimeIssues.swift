@@ -1,8 +1,11 @@
 /// Where a unit of work was submitted: `#fileID` and `#line` of the submitting call.
 public struct SubmitSite: Sendable, Equatable, CustomStringConvertible {
+    /// The submitting call's `#fileID`.
     public let fileID: StaticString
+    /// The submitting call's `#line`.
     public let line: UInt
 
+    /// The site of the call that evaluates the defaults, or the one given.
     public init(fileID: StaticString = #fileID, line: UInt = #line) {
         self.fileID = fileID
         self.line = line

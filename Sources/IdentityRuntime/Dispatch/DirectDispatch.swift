@@ -3,26 +3,38 @@ import CDispatch
 #endif
 import Dispatch
 
-/// libdispatch's own queue object behind a `DispatchQueue`, for submitting a unit's frame as the context of
-/// `dispatch_async_f` / `dispatch_sync_f`: no block is made or copied, so an `async` costs one allocation
-/// (the frame, which also holds the work) where the overlay's `async(execute:)` costs one (the block copy)
-/// plus whatever wraps the work.
+/// libdispatch's own queue object, for the queues whose object the runtime gets from libdispatch's public C
+/// API: the global concurrent queues (`dispatch_get_global_queue`). A unit's frame is then the context of
+/// `dispatch_async_f`: no block is made or copied, so an `async` costs one allocation (the frame, which also
+/// holds the work) where the overlay's `async(execute:)` costs two (the frame and the block copy).
 ///
-/// On Linux the Swift overlay's `DispatchQueue` is a class that holds the C queue in a stored property
-/// (`__wrapped`, from the toolchain's `CDispatch` module); it is read once, through reflection, when a
-/// wrapper is made. Should that property ever be missing, ``init(_:)`` returns nil and the wrapper uses the
-/// overlay. Where there is no `CDispatch` (Apple platforms), this forwards to the overlay's block API.
+/// Every other queue (one made with `DispatchQueue(label:)`, one handed to `init(wrapping:)`, the main
+/// queue) goes through the overlay's block API: on Linux the overlay keeps its libdispatch object in a
+/// member of its own, with no public way to read it, and the runtime reads no other module's private
+/// members. Where there is no `CDispatch` (Apple platforms), this forwards to the overlay's block API.
 struct DirectQueue: @unchecked Sendable {
-    // Safety: an immutable pointer to a thread-safe libdispatch object, kept alive by the `DispatchQueue`
-    // the wrapper also holds.
+    // Safety: an immutable pointer to one of libdispatch's global queues, which are never deallocated.
     #if canImport(CDispatch)
     let queue: dispatch_queue_t
 
-    init?(_ queue: DispatchQueue) {
-        guard let child = Mirror(reflecting: queue).children.first(where: { $0.label == "__wrapped" }),
-              let raw = child.value as? dispatch_queue_t
-        else { return nil }
-        self.queue = raw
+    /// The global concurrent queue of `qos`, the object `DispatchQueue.global(qos:)` wraps; nil for a class
+    /// with no public priority constant (user-interactive), which takes the overlay.
+    ///
+    /// The overlay keeps the class's C value to itself, so this goes by libdispatch's documented mapping of
+    /// the `DISPATCH_QUEUE_PRIORITY_*` constants to the classes: high is user-initiated, default is default
+    /// (and unspecified, whose value is 0 as well), low is utility, background is background.
+    init?(global qos: DispatchQoS.QoSClass) {
+        let priority: Int
+        switch qos {
+        // DISPATCH_QUEUE_PRIORITY_BACKGROUND is INT16_MIN in the header, a macro Swift does not import.
+        case .background: priority = Int(Int16.min)
+        case .utility: priority = Int(CDispatch.DISPATCH_QUEUE_PRIORITY_LOW)
+        case .default, .unspecified: priority = Int(CDispatch.DISPATCH_QUEUE_PRIORITY_DEFAULT)
+        case .userInitiated: priority = Int(CDispatch.DISPATCH_QUEUE_PRIORITY_HIGH)
+        case .userInteractive: return nil
+        @unknown default: return nil
+        }
+        self.queue = dispatch_get_global_queue(priority, 0)
     }
 
     /// Submits `frame`'s unit; the queue's thread runs it with ``IdentityFrame/runUnit()`` and releases it.
@@ -31,32 +43,16 @@ struct DirectQueue: @unchecked Sendable {
             Unmanaged<IdentityFrame>.fromOpaque(context.unsafelyUnwrapped).takeRetainedValue().runUnit()
         }
     }
-
-    /// Runs `body` on the queue and waits for it, with the caller's non-escaping closure as the context.
-    func sync(_ body: () -> Void) {
-        withoutActuallyEscaping(body) { body in
-            var call = body
-            withUnsafeMutablePointer(to: &call) { pointer in
-                dispatch_sync_f(queue, pointer) { context in
-                    context.unsafelyUnwrapped.assumingMemoryBound(to: (() -> Void).self).pointee()
-                }
-            }
-        }
-    }
     #else
     // Elsewhere the overlay's queue is libdispatch's object itself; its block API is the path there.
     let queue: DispatchQueue
 
-    init?(_ queue: DispatchQueue) {
-        self.queue = queue
+    init?(global qos: DispatchQoS.QoSClass) {
+        self.queue = .global(qos: qos)
     }
 
     func async(_ frame: IdentityFrame) {
         queue.async { frame.runUnit() }
-    }
-
-    func sync(_ body: () -> Void) {
-        queue.sync(execute: body)
     }
     #endif
 }

@@ -26,17 +26,21 @@ public struct IdentityDispatchQueue: Sendable {
     /// The queue blocks run on.
     public let underlying: DispatchQueue
 
-    /// libdispatch's queue behind ``underlying``, for the block-free `async` and `sync` paths.
+    /// libdispatch's queue behind ``underlying``, for the block-free `async` path: set only for the global
+    /// queues, whose object libdispatch's public C API returns.
     let direct: DirectQueue?
 
     /// Wraps an existing queue. Blocks submitted through the wrapper carry identity; blocks submitted to
     /// `queue` directly do not.
-    ///
-    /// > Note: Making a wrapper looks up the queue's libdispatch object once (a few microseconds); keep
-    /// > the wrapper rather than wrapping per submission. ``global(qos:)`` and ``main`` are kept for you.
     public init(wrapping queue: DispatchQueue) {
         self.underlying = queue
-        self.direct = DirectQueue(queue)
+        self.direct = nil
+    }
+
+    /// The global concurrent queue of `qos`, with its libdispatch object for the block-free `async` path.
+    private init(global qos: DispatchQoS.QoSClass) {
+        self.underlying = .global(qos: qos)
+        self.direct = DirectQueue(global: qos)
     }
 
     /// Creates a new dispatch queue, with the parameters of `DispatchQueue.init(label:...)`, and wraps it.
@@ -65,17 +69,17 @@ public struct IdentityDispatchQueue: Sendable {
         case .userInitiated: globalQueues.userInitiated
         case .userInteractive: globalQueues.userInteractive
         case .unspecified: globalQueues.unspecified
-        @unknown default: IdentityDispatchQueue(wrapping: .global(qos: qos))
+        @unknown default: IdentityDispatchQueue(global: qos)
         }
     }
 
     private struct GlobalQueues: Sendable {
-        let background = IdentityDispatchQueue(wrapping: .global(qos: .background))
-        let utility = IdentityDispatchQueue(wrapping: .global(qos: .utility))
-        let standard = IdentityDispatchQueue(wrapping: .global(qos: .default))
-        let userInitiated = IdentityDispatchQueue(wrapping: .global(qos: .userInitiated))
-        let userInteractive = IdentityDispatchQueue(wrapping: .global(qos: .userInteractive))
-        let unspecified = IdentityDispatchQueue(wrapping: .global(qos: .unspecified))
+        let background = IdentityDispatchQueue(global: .background)
+        let utility = IdentityDispatchQueue(global: .utility)
+        let standard = IdentityDispatchQueue(global: .default)
+        let userInitiated = IdentityDispatchQueue(global: .userInitiated)
+        let userInteractive = IdentityDispatchQueue(global: .userInteractive)
+        let unspecified = IdentityDispatchQueue(global: .unspecified)
     }
 
     private static let globalQueues = GlobalQueues()
@@ -99,22 +103,20 @@ public struct IdentityDispatchQueue: Sendable {
         execute work: @escaping @Sendable () -> Void
     ) {
         let snapshot = IdentitySnapshot.capture(flow: flow)
-        // The common submission: the frame is the context of dispatch_async_f (no block, no closure around
-        // the work), unless strict mode or a fault must wrap the unit.
+        // The common submission, unless strict mode or a fault must wrap the unit: one frame holds the work
+        // and is the binding it runs under; on a global queue it is the context of dispatch_async_f (no
+        // block), elsewhere the whole context of the one block the overlay copies.
         if group == nil, flags.isEmpty, qos == .unspecified, !DiagnosticsScope.isActive {
-            guard let direct else { return asyncThroughOverlay(IdentityFrame(unit: snapshot.identity, work: work)) }
-            direct.async(IdentityFrame(unit: snapshot.identity, work: work))
+            let frame = IdentityFrame(unit: snapshot.identity, work: work)
+            if let direct {
+                direct.async(frame)
+            } else {
+                underlying.async { frame.runUnit() }
+            }
             return
         }
         let unit = snapshot.prepare(site: SubmitSite(fileID: file, line: line), work)
         underlying.async(group: group, qos: qos, flags: flags, execute: unit.run)
-    }
-
-    /// The common submission where libdispatch's queue object is out of reach: the frame is the closure's whole
-    /// context (one block, nothing around the work). Kept out of line so the direct path pays nothing for it.
-    @inline(never)
-    private func asyncThroughOverlay(_ frame: IdentityFrame) {
-        underlying.async { frame.runUnit() }
     }
 
     /// Submits `work` to run no earlier than `deadline`, under the identity `flow` gives it, captured now.
@@ -163,46 +165,43 @@ public struct IdentityDispatchQueue: Sendable {
     // MARK: Synchronous submission
 
     /// Runs `work` on the queue and waits for it, under the identity `flow` gives it at the call (by default
-    /// the caller's). Returns what `work` returns and rethrows what it throws.
+    /// the caller's). Returns what `work` returns and throws what it throws, with its type.
+    ///
+    /// `work` runs in a scope of its own, also when libdispatch runs it on the calling thread (every queue
+    /// but, on Apple platforms, the main one): an unscoped `setCurrentThreadIdentity(_:)` inside it lasts
+    /// until it returns, a `Task {}` created after such a change keeps the changed identity, and the caller
+    /// (with the tasks it created before) never observes it.
     @inlinable
-    public func sync<T>(
+    public func sync<T, Failure: Error>(
         flags: DispatchWorkItemFlags = [],
         flow: IdentityFlow = .inherit,
-        execute work: () throws -> T
-    ) rethrows -> T {
+        execute work: () throws(Failure) -> T
+    ) throws(Failure) -> T {
         // Inlined so the result and error handling are specialized in the caller; the identity work is
         // one non-generic call.
         var result: T?
-        var failure: (any Error)?
+        var failure: Failure?
         runSynchronously(flags: flags, flow: flow) {
-            do {
+            do throws(Failure) {
                 result = try work()
             } catch {
                 failure = error
             }
         }
-        if let failure { return try Self.rethrowing(failure, rescue: { throw $0 }) }
+        if let failure { throw failure }
         return result.unsafelyUnwrapped
-    }
-
-    @usableFromInline
-    static func rethrowing<T>(_ error: any Error, rescue: (any Error) throws -> T) rethrows -> T {
-        try rescue(error)
     }
 
     /// Runs `body` on the queue, waiting, under the identity `flow` gives it now.
     @usableFromInline
     func runSynchronously(flags: DispatchWorkItemFlags, flow: IdentityFlow, _ body: () -> Void) {
-        let snapshot = IdentitySnapshot.capture(flow: flow)
+        let identity = flow.resolvedIdentity
         if flags.isEmpty {
-            if let direct {
-                // dispatch_sync_f with the caller's closure as the context: no block.
-                direct.sync { snapshot.run(body) }
-            } else {
-                underlying.sync { snapshot.run(body) }
-            }
+            // The overlay's non-generic sync: the result handling its generic one adds is done by the
+            // inlined `sync` already. The block gets a frame of its own even on the calling thread (see `sync`).
+            underlying.sync(execute: { IdentityContext.withThreadIdentity(identity, operation: body) })
         } else {
-            underlying.sync(flags: flags) { snapshot.run(body) }
+            underlying.sync(flags: flags) { IdentityContext.withThreadIdentity(identity, operation: body) }
         }
     }
 
@@ -215,23 +214,26 @@ public struct IdentityDispatchQueue: Sendable {
     ///
     /// Where the platform has `DispatchQueue.asyncAndWait` it is used; elsewhere (Linux) this is `sync`,
     /// which has the same observable contract: `work` has run when the call returns.
-    public func asyncAndWait<T>(
+    public func asyncAndWait<T, Failure: Error>(
         flow: IdentityFlow = .inherit,
-        execute work: () throws -> T
-    ) rethrows -> T {
+        execute work: () throws(Failure) -> T
+    ) throws(Failure) -> T {
         let snapshot = IdentitySnapshot.capture(flow: flow)
+        var result: Result<T, Failure>?
         #if canImport(Darwin)
         if #available(macOS 10.14, iOS 12, tvOS 12, watchOS 5, *) {
-            return try withoutActuallyEscaping(work) { work in
-                var result: Result<T, any Error>?
+            withoutActuallyEscaping(work) { work in
                 underlying.asyncAndWait {
-                    result = Result { try snapshot.run(work) }
+                    result = Result { () throws(Failure) -> T in try snapshot.run(work) }
                 }
-                return try result!.get()
             }
+            return try result.unsafelyUnwrapped.get()
         }
         #endif
-        return try underlying.sync { try snapshot.run(work) }
+        underlying.sync {
+            result = Result { () throws(Failure) -> T in try snapshot.run(work) }
+        }
+        return try result.unsafelyUnwrapped.get()
     }
 
     /// Runs `work` for each index in `0..<iterations`, in parallel, and waits; every iteration observes the

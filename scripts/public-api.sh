@@ -1,0 +1,51 @@
+#!/usr/bin/env bash
+# Counts the public API of the root package's library modules from their symbol graphs: per module, the
+# public declarations written in Sources/ (synthesized conformances and inherited defaults excluded), how many
+# have no doc comment, and how many are deprecated. Needs the debug build (`swift build`).
+#
+#   scripts/public-api.sh            # the table
+#   scripts/public-api.sh --list M   # every public declaration of module M without a doc comment
+set -euo pipefail
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
+
+modules=(IdentityRuntime IdentityPolicy IdentityProtection IdentityAssertions IdentityHTTP IdentityTesting)
+modules_dir="$(swift build --show-bin-path)/Modules"
+graphs="$(mktemp -d)"
+trap 'rm -rf "$graphs"' EXIT
+for module in "${modules[@]}"; do
+    swift symbolgraph-extract -module-name "$module" -I "$modules_dir" -target "$(uname -m)-unknown-linux-gnu" \
+        -minimum-access-level public -output-dir "$graphs" \
+        -Xcc -fmodule-map-file="$PWD/Sources/CIdentityCrypto/module.modulemap" >/dev/null
+done
+
+python3 - "$graphs" "${1:-}" "${2:-}" <<'PY'
+import collections, glob, json, sys
+
+graphs, mode, wanted = sys.argv[1], sys.argv[2], sys.argv[3]
+count, undocumented, deprecated = collections.Counter(), collections.Counter(), collections.Counter()
+missing = []
+for path in sorted(glob.glob(f"{graphs}/*.symbols.json")):
+    module = path.rsplit("/", 1)[1].split(".")[0].split("@")[0]
+    for symbol in json.load(open(path))["symbols"]:
+        if symbol["accessLevel"] not in ("public", "open"):
+            continue
+        location = symbol.get("location", {})
+        if "/Sources/" not in location.get("uri", ""):
+            continue
+        count[module] += 1
+        if not symbol.get("docComment"):
+            undocumented[module] += 1
+            missing.append((module, location["uri"].split("/Sources/", 1)[1], location["position"]["line"] + 1,
+                            ".".join(symbol["pathComponents"])))
+        if any(a.get("isUnconditionallyDeprecated") for a in symbol.get("availability", [])):
+            deprecated[module] += 1
+if mode == "--list":
+    for module, file, line, name in missing:
+        if module == wanted:
+            print(f"Sources/{file}:{line}: {name}")
+    sys.exit(0)
+print(f"{'module':<20} {'public':>7} {'no doc':>7} {'deprecated':>10}")
+for module, n in count.most_common():
+    print(f"{module:<20} {n:>7} {undocumented[module]:>7} {deprecated[module]:>10}")
+print(f"{'total':<20} {sum(count.values()):>7} {sum(undocumented.values()):>7} {sum(deprecated.values()):>10}")
+PY
