@@ -187,7 +187,8 @@ step_callgrind() {
         scripts/callgrind-pairs.sh --check .ci/instruction-limits
 }
 
-# IdentityNIO's execute(flow:) and whenSuccess(flow:) against NIO's own calls, in instructions per operation
+# IdentityNIO's execute(flow:), submit(flow:), scheduleTask(in:flow:) and whenSuccess(flow:) against NIO's own calls,
+# in instructions per operation
 # (the script builds the release bench in the shared release folder of the integration packages).
 step_nio_callgrind() {
     ci_need valgrind valgrind
@@ -385,7 +386,7 @@ full_lane() {
     ci_step "fuzzing: each libFuzzer target for ${IDENTITY_FUZZ_SECONDS:-30} s" step_fuzz
     ci_step "Checks/SwiftCrypto: the CryptoKit branch on apple/swift-crypto" step_swift_crypto
     ci_step "callgrind gate: the other pairs (operations, tasks, switches, protect, assertions)" step_callgrind rest
-    ci_step "callgrind gate: IdentityNIO execute(flow:) and whenSuccess(flow:), release" step_nio_callgrind
+    ci_step "callgrind gate: IdentityNIO execute, submit, scheduleTask and whenSuccess with flow:, release" step_nio_callgrind
     ci_step "Integrations/IdentityLogging under ThreadSanitizer" step_package_test_tsan Integrations/IdentityLogging
     ci_step "Integrations/IdentityTracing under ThreadSanitizer" step_package_test_tsan Integrations/IdentityTracing
     ci_step "Integrations/IdentityMetrics under ThreadSanitizer" step_package_test_tsan Integrations/IdentityMetrics

@@ -63,8 +63,8 @@ public struct IdentitySnapshot: Sendable, Hashable {
     /// let unit = IdentitySnapshot.capture().makeUnit { audit.record(IdentityContext.effectiveFileIdentity) }
     /// eventLoop.execute(unit)
     /// ```
-    public func makeUnit(
-        file: StaticString = #fileID, line: UInt = #line, _ work: @escaping @Sendable () -> Void
+    public consuming func makeUnit(
+        file: StaticString = #fileID, line: UInt = #line, _ work: consuming @escaping @Sendable () -> Void
     ) -> @Sendable () -> Void {
         // The common case, as in IdentityDispatchQueue.async: no strict mode, no fault, so no tracker and no
         // PreparedUnit; the frame is the returned closure's whole context.

@@ -53,9 +53,14 @@ import Synchronization
 /// > Note: Inside async code the thread identity lives in a task-local: change it only with the scoped
 /// > ``withThreadIdentity(_:isolation:operation:)``. The unscoped ``setCurrentThreadIdentity(_:)`` is `noasync`.
 public enum IdentityContext {
-    /// The innermost scope's frame; `nil` outside every scope and wrapped unit.
+    /// The innermost scope's binding; its frame is `nil` outside every scope and wrapped unit.
     @TaskLocal
-    static var frame: IdentityFrame?
+    static var binding = FrameBinding(nil)
+
+    /// The innermost scope's frame; `nil` outside every scope and wrapped unit.
+    static var frame: IdentityFrame? {
+        binding.frame
+    }
 
     private static let uiState = LockedValue(UIState())
 
@@ -102,7 +107,7 @@ public enum IdentityContext {
     ) throws(Failure) -> R {
         let frame = IdentityFrame(synchronous: identity)
         defer { frame.deactivate() }
-        return try $frame.withValue(frame, typed: operation)
+        return try $binding.withValue(FrameBinding(frame), typed: operation)
     }
 
     /// ``withThreadIdentity(_:operation:)->_`` for a body that returns nothing.
@@ -116,7 +121,7 @@ public enum IdentityContext {
     ) throws(Failure) {
         let frame = IdentityFrame(synchronous: identity)
         defer { frame.deactivate() }
-        try $frame.withValue(frame, typed: operation)
+        try $binding.withValue(FrameBinding(frame), typed: operation)
     }
 
     /// Runs `operation` with `identity` as the task's thread identity, across suspension points and actor
@@ -128,7 +133,8 @@ public enum IdentityContext {
         isolation: isolated (any Actor)? = #isolation,
         operation: () async throws(Failure) -> R
     ) async throws(Failure) -> R {
-        try await $frame.withValue(IdentityFrame(asynchronous: identity), isolation: isolation, typed: operation)
+        try await $binding.withValue(
+            FrameBinding(IdentityFrame(asynchronous: identity)), isolation: isolation, typed: operation)
     }
 
     /// Sets the thread identity without a scope (the legacy API).

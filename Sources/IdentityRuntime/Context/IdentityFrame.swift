@@ -28,8 +28,8 @@ final class IdentityFrame: @unchecked Sendable {
     let base: Identity?
     private var owner: pthread_t?
     private var isActive: Bool
-    /// The unit's work, for a unit frame, until it ran.
-    private var work: (@Sendable () -> Void)?
+    /// The unit's work, for a unit frame, until it ran; ``ranWork`` in every other frame.
+    private var work: @Sendable () -> Void
     /// Whether a thread has taken this unit frame to run it.
     private let claimed = Atomic<Bool>(false)
     /// The latest unscoped change, as a +1 `Unmanaged<Override>`; each box keeps the earlier ones alive, so a
@@ -49,6 +49,7 @@ final class IdentityFrame: @unchecked Sendable {
     /// A frame for a synchronous scope on the current thread (changeable while active).
     init(synchronous base: Identity?) {
         self.base = base
+        self.work = IdentityFrame.ranWork
         self.owner = pthread_self()
         self.isActive = true
     }
@@ -65,22 +66,28 @@ final class IdentityFrame: @unchecked Sendable {
     /// Runs the unit's work under this frame on the current thread, then deactivates the frame. A second
     /// call (queues run a block once, so only misuse gets here) runs nothing: the work was already released.
     func runUnit() {
-        guard !claimed.exchange(true, ordering: .acquiringAndReleasing), let work else {
+        guard !claimed.exchange(true, ordering: .acquiringAndReleasing) else {
             RuntimeIssues.report(.unitRanTwice(site: .unknown))
             return
         }
+        // Moving the work out of the frame releases it, and what it captured, when it returns, even while
+        // tasks it created still hold the frame. A swap moves it; an optional binding would copy it.
+        var work: @Sendable () -> Void = IdentityFrame.ranWork
+        swap(&work, &self.work)
         owner = pthread_self()
         isActive = true
-        // Release the work (and what it captured) when it returns, even while tasks it created still hold
-        // the frame.
-        self.work = nil
-        IdentityContext.$frame.withValue(self, operation: work)
+        // Called from a closure, not passed as the operation: passing it retained its context once more.
+        IdentityContext.$binding.withValue(FrameBinding(self)) { work() }
         isActive = false
     }
+
+    /// What a frame holds as its work when it has none (any but an unrun unit's): a function with no context.
+    private static func ranWork() {}
 
     /// A frame for an async scope (never changes).
     init(asynchronous base: Identity?) {
         self.base = base
+        self.work = IdentityFrame.ranWork
         self.owner = nil
         self.isActive = false
     }
@@ -120,5 +127,18 @@ final class IdentityFrame: @unchecked Sendable {
     /// Ends the synchronous scope: later unscoped changes on this thread no longer reach this frame.
     func deactivate() {
         isActive = false
+    }
+}
+
+/// The value of ``IdentityContext``'s task-local: the innermost frame, in a struct of its own.
+///
+/// A task-local's read and push copy and destroy the value through its type's value witnesses. For an
+/// `Optional<IdentityFrame>` those are `Optional`'s generic ones (about 100 instructions per read); for a
+/// struct whose one field is an optional class reference they are a retain and a release.
+struct FrameBinding: Sendable {
+    let frame: IdentityFrame?
+
+    init(_ frame: IdentityFrame?) {
+        self.frame = frame
     }
 }

@@ -35,7 +35,8 @@ extension EventLoop {
     /// While strict mode is on, the task is checked like the runtime's own units and reports carry this
     /// call's `file` and `line`.
     public func execute(
-        flow: IdentityFlow, file: StaticString = #fileID, line: UInt = #line, _ task: @escaping @Sendable () -> Void
+        flow: IdentityFlow, file: StaticString = #fileID, line: UInt = #line,
+        _ task: consuming @escaping @Sendable () -> Void
     ) {
         execute(IdentitySnapshot.capture(flow: flow).makeUnit(file: file, line: line, task))
     }
