@@ -1,4 +1,5 @@
 import Dispatch
+import IdentityTesting
 import Testing
 @testable import IdentityRuntime
 
@@ -115,5 +116,52 @@ struct ScopeErrorAttackTests {
         func write() { IdentityContext.withThreadIdentity(Accounts.carol) { box.withLock { $0 = current } } }
         write()
         #expect(box.withLock { $0 } == Accounts.carol)
+    }
+}
+
+/// Changes the thread identity with the legacy setter from synchronous code, as a task's callee may.
+private func setIdentityFromSynchronousCode(_ identity: Identity?) {
+    IdentityContext.setCurrentThreadIdentity(identity)
+}
+
+@Suite("A task started immediately inside a scope cannot change the scope's identity")
+struct ImmediateTaskAttackTests {
+    /// An identity only these tests set, so that capturing its report takes no other suite's issue.
+    static let marker = Identity("immediate-task-attack@contoso.com")
+
+    @Test("a Task.immediate body that calls the unscoped setter leaves its creator's scope as it was")
+    func immediateTaskCannotChangeItsCreatorsScope() async {
+        let marker = Self.marker
+        let (seen, issues): (Identity?, [RuntimeIssue]) = await IdentityStrictMode.capturingIssues(
+            matching: { $0 == .unscopedChangeInTask(marker) }
+        ) {
+            await onRawThread {
+                IdentityContext.withThreadIdentity(Accounts.alice) { () -> Identity? in
+                    Task.immediate { setIdentityFromSynchronousCode(marker) }
+                    return current
+                }
+            }
+        }
+        #expect(seen == Accounts.alice)
+        #expect(issues.contains(.unscopedChangeInTask(marker)))
+    }
+
+    @Test("a Task.immediate body inside a queue's unit cannot change the unit's identity")
+    func immediateTaskCannotChangeItsUnit() async {
+        let queue = IdentityDispatchQueue(label: "attack-immediate")
+        let marker = Self.marker
+        let (seen, _): (Identity?, [RuntimeIssue]) = await IdentityStrictMode.capturingIssues(
+            matching: { $0 == .unscopedChangeInTask(marker) }
+        ) {
+            await observe { report in
+                IdentityContext.withThreadIdentity(Accounts.alice) {
+                    queue.async {
+                        Task.immediate { setIdentityFromSynchronousCode(marker) }
+                        report(current)
+                    }
+                }
+            }
+        }
+        #expect(seen == Accounts.alice)
     }
 }
