@@ -33,7 +33,7 @@ enum StressCommand {
     enum Mechanism: String, CaseIterable {
         case async, sync, asyncAfter, barrier, groupNotify, workItem, operation, identityOperation
         case cancelledOperation, task, taskGroup, actorHop, detachedSnapshot
-        case executorActor, taskImmediate, channel
+        case executorActor, taskImmediate, channel, globalAsync
     }
 
     enum Twist: CaseIterable {
@@ -132,6 +132,11 @@ final class World: Sendable {
     let concurrent = IdentityDispatchQueue(label: "stress.concurrent", attributes: .concurrent)
     /// `sync` hops get a concurrent queue that never runs barriers: nested `sync` on it cannot deadlock.
     let syncTarget = IdentityDispatchQueue(label: "stress.sync", attributes: .concurrent)
+    /// The global queues of every class: their `async` is the block-free path, which no other mechanism takes.
+    let globals: [IdentityDispatchQueue] = [
+        .background, .utility, .default, .userInitiated, .userInteractive, .unspecified,
+    ].map { IdentityDispatchQueue.global(qos: $0) }
+    private let nextGlobal = Atomic<Int>(0)
     let operations: IdentityOperationQueue
     /// Units handed through a channel to one consumer task running under an identity of its own.
     let channel = IdentityChannel<@Sendable () -> Void>(bufferSize: Int.max)
@@ -283,6 +288,8 @@ final class World: Sendable {
             }
         case .channel:
             channel.trySend(unit)
+        case .globalAsync:
+            globals[nextGlobal.add(1, ordering: .relaxed).oldValue % globals.count].async(execute: unit)
         }
     }
 

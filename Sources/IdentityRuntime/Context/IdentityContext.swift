@@ -148,6 +148,8 @@ public enum IdentityContext {
     ///   ``withThreadIdentity(_:operation:)->_`` there.
     /// - Called from synchronous code running inside a Swift task, outside any synchronous scope, it changes
     ///   nothing and reports a runtime issue: use the async ``withThreadIdentity(_:isolation:operation:)``.
+    ///   That includes a task started with `Task.immediate` inside a scope or unit: its first part runs on the
+    ///   scope's thread, but its change never reaches the scope that created it.
     @available(*, noasync, message: "inside async code the thread identity is a task-local: use withThreadIdentity(_:operation:)")
     public static func setCurrentThreadIdentity(_ identity: Identity?) {
         if let frame {

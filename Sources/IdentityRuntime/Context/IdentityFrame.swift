@@ -20,13 +20,18 @@ import Synchronization
 /// is both the closure context the queue holds and the binding the unit runs under, so a submission costs one
 /// allocation for both. It takes its owner thread when the unit starts.
 final class IdentityFrame: @unchecked Sendable {
-    // Safety: `base` is immutable. `owner` is immutable, except in a unit frame, where the thread that wins
-    // `claimed` writes it once before binding the frame (no other thread can see the frame before that).
+    // Safety: `base` is immutable. `owner` and `ownerTask` are immutable, except in a unit frame, where the
+    // thread that wins `claimed` writes them once before binding the frame (no other thread can see the frame
+    // before that).
     // `isActive` and `work` are written and read only on the owner thread (every reader of `isActive` checks
     // `owner` first). Overrides are published through an atomic pointer to immutable boxes that stay alive
     // until the frame itself is released.
     let base: Identity?
     private var owner: pthread_t?
+    /// The task the owner thread ran when it bound the frame (`nil`: none). A task started with
+    /// `Task.immediate` inside the scope runs its first part on the owner thread while the scope is active:
+    /// it is another task, so its unscoped changes must not reach the scope that created it.
+    private var ownerTask: UnsafeCurrentTask?
     private var isActive: Bool
     /// The unit's work, for a unit frame, until it ran; ``ranWork`` in every other frame.
     private var work: @Sendable () -> Void
@@ -51,6 +56,7 @@ final class IdentityFrame: @unchecked Sendable {
         self.base = base
         self.work = IdentityFrame.ranWork
         self.owner = pthread_self()
+        self.ownerTask = withUnsafeCurrentTask { $0 }
         self.isActive = true
     }
 
@@ -75,6 +81,7 @@ final class IdentityFrame: @unchecked Sendable {
         var work: @Sendable () -> Void = IdentityFrame.ranWork
         swap(&work, &self.work)
         owner = pthread_self()
+        ownerTask = withUnsafeCurrentTask { $0 }
         isActive = true
         // Called from a closure, not passed as the operation: passing it retained its context once more.
         IdentityContext.$binding.withValue(FrameBinding(self)) { work() }
@@ -108,7 +115,8 @@ final class IdentityFrame: @unchecked Sendable {
     var acceptsUnscopedChange: Bool {
         // Only the owner thread may read `isActive` (it writes it): compare threads first.
         guard let owner, pthread_equal(owner, pthread_self()) != 0 else { return false }
-        return isActive
+        // The task is compared only while the scope is active, when the task that bound it is still running.
+        return isActive && withUnsafeCurrentTask { $0 } == ownerTask
     }
 
     /// Records an unscoped change. Call only when ``acceptsUnscopedChange`` is true (so only the owner
