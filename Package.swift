@@ -20,8 +20,12 @@ let package = Package(
     targets: [
         .target(
             name: "IdentityRuntime",
+            dependencies: ["CIdentityTask"],
             swiftSettings: strictSettings
         ),
+        // The running task's address from the Concurrency runtime, for comparing tasks on the hot path (an
+        // internal C target: Swift code may not name runtime symbols).
+        .target(name: "CIdentityTask"),
         // OpenSSL 3's libcrypto (Debian's libssl-dev): the one system package the build needs on Linux. libsodium
         // is not linked: IdentityCrypto loads it at run time when the machine has it (Ed25519 verification, about
         // 0.65 M instructions against libcrypto's 1.5 M) and verifies with libcrypto otherwise, with the same answers.

@@ -38,7 +38,8 @@ check_one() {
             return 0
             ;;
         root)
-            flags=(-I "$root/.build/debug/Modules" -Xcc "-fmodule-map-file=$root/Sources/CIdentityCrypto/module.modulemap")
+            flags=(-I "$root/.build/debug/Modules" -Xcc "-fmodule-map-file=$root/Sources/CIdentityCrypto/module.modulemap"
+                -Xcc "-fmodule-map-file=$root/Sources/CIdentityTask/include/module.modulemap")
             ;;
         integration)
             if [ "${DOC_SAMPLES_ROOT_ONLY:-0}" = 1 ]; then
@@ -100,6 +101,7 @@ if [ -d "$integrations/debug" ]; then
         ls "$integrations"/debug/*.build/module.modulemap 2>/dev/null || true
         ls "$integrations"/checkouts/*/Sources/*/include/module.modulemap 2>/dev/null || true
         echo "$root/Sources/CIdentityCrypto/module.modulemap"
+        echo "$root/Sources/CIdentityTask/include/module.modulemap"
     } >"$work/integration-module-maps"
 fi
 

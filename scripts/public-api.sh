@@ -15,7 +15,8 @@ trap 'rm -rf "$graphs"' EXIT
 for module in "${modules[@]}"; do
     swift symbolgraph-extract -module-name "$module" -I "$modules_dir" -target "$(uname -m)-unknown-linux-gnu" \
         -minimum-access-level public -output-dir "$graphs" \
-        -Xcc -fmodule-map-file="$PWD/Sources/CIdentityCrypto/module.modulemap" >/dev/null
+        -Xcc -fmodule-map-file="$PWD/Sources/CIdentityCrypto/module.modulemap" \
+        -Xcc -fmodule-map-file="$PWD/Sources/CIdentityTask/include/module.modulemap" >/dev/null
 done
 
 python3 - "$graphs" "${1:-}" "${2:-}" <<'PY'

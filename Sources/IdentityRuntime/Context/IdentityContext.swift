@@ -1,3 +1,4 @@
+internal import CIdentityTask
 import Foundation
 import Synchronization
 
@@ -54,12 +55,13 @@ import Synchronization
 /// > ``withThreadIdentity(_:isolation:operation:)``. The unscoped ``setCurrentThreadIdentity(_:)`` is `noasync`.
 public enum IdentityContext {
     /// The innermost scope's binding; its frame is `nil` outside every scope and wrapped unit.
-    @TaskLocal
-    static var binding = FrameBinding(nil)
+    /// (A `TaskLocal` of its own rather than the `@TaskLocal` wrapper, so the inlinable scope can bind it.)
+    @usableFromInline
+    static let bindingLocal = TaskLocal(wrappedValue: FrameBinding(nil))
 
     /// The innermost scope's frame; `nil` outside every scope and wrapped unit.
     static var frame: IdentityFrame? {
-        binding.frame
+        bindingLocal.get().frame
     }
 
     private static let uiState = LockedValue(UIState())
@@ -90,7 +92,7 @@ public enum IdentityContext {
     /// on this thread, and `nil` in a task that inherited none (a detached task, for example).
     public static var currentThreadIdentity: Identity? {
         if let frame { return frame.identity }
-        // The root value is almost always nil; only then is the (costly) task check skipped.
+        // The root value is almost always nil; then the task check is skipped.
         guard let root = ThreadRootSlot.identity else { return nil }
         return isInsideTask ? nil : root
     }
@@ -101,13 +103,14 @@ public enum IdentityContext {
     /// Restoration happens on return and on throw. The error `operation` throws passes through with its
     /// type: a closure declared `throws(ProtectionError)` makes this call throw `ProtectionError`.
     @discardableResult
+    @inlinable
     public static func withThreadIdentity<R, Failure: Error>(
         _ identity: Identity?,
         operation: () throws(Failure) -> R
     ) throws(Failure) -> R {
         let frame = IdentityFrame(synchronous: identity)
         defer { frame.deactivate() }
-        return try $binding.withValue(FrameBinding(frame), typed: operation)
+        return try bindingLocal.withValue(FrameBinding(frame), typed: operation)
     }
 
     /// ``withThreadIdentity(_:operation:)->_`` for a body that returns nothing.
@@ -115,25 +118,26 @@ public enum IdentityContext {
     /// The same scope; it exists so that a body whose last statement creates a task
     /// (`withThreadIdentity(x) { Task { ... } }`) resolves without annotations wherever the call's own value
     /// is not used.
+    @inlinable
     public static func withThreadIdentity<Failure: Error>(
         _ identity: Identity?,
         operation: () throws(Failure) -> Void
     ) throws(Failure) {
         let frame = IdentityFrame(synchronous: identity)
         defer { frame.deactivate() }
-        try $binding.withValue(FrameBinding(frame), typed: operation)
+        try bindingLocal.withValue(FrameBinding(frame), typed: operation)
     }
 
     /// Runs `operation` with `identity` as the task's thread identity, across suspension points and actor
     /// hops, then restores the previous one. Child tasks and `Task {}` created inside inherit it. The error
     /// `operation` throws passes through with its type.
-    @discardableResult
+    @discardableResult @inlinable
     public static func withThreadIdentity<R, Failure: Error>(
         _ identity: Identity?,
         isolation: isolated (any Actor)? = #isolation,
         operation: () async throws(Failure) -> R
     ) async throws(Failure) -> R {
-        try await $binding.withValue(
+        try await bindingLocal.withValue(
             FrameBinding(IdentityFrame(asynchronous: identity)), isolation: isolation, typed: operation)
     }
 
@@ -222,7 +226,7 @@ public enum IdentityContext {
 
     /// Whether the caller runs inside a Swift task.
     package static var isInsideTask: Bool {
-        withUnsafeCurrentTask { $0 != nil }
+        identity_current_task() != nil
     }
 
     /// Clears every level. For tests in this package.

@@ -1,3 +1,4 @@
+internal import CIdentityTask
 #if canImport(Glibc)
 import Glibc
 #elseif canImport(Musl)
@@ -19,6 +20,7 @@ import Synchronization
 /// A frame made for one asynchronous unit (``init(unit:work:)``) also carries the unit's work: the one object
 /// is both the closure context the queue holds and the binding the unit runs under, so a submission costs one
 /// allocation for both. It takes its owner thread when the unit starts.
+@usableFromInline
 final class IdentityFrame: @unchecked Sendable {
     // Safety: `base` is immutable. `owner` and `ownerTask` are immutable, except in a unit frame, where the
     // thread that wins `claimed` writes them once before binding the frame (no other thread can see the frame
@@ -28,10 +30,11 @@ final class IdentityFrame: @unchecked Sendable {
     // until the frame itself is released.
     let base: Identity?
     private var owner: pthread_t?
-    /// The task the owner thread ran when it bound the frame (`nil`: none). A task started with
-    /// `Task.immediate` inside the scope runs its first part on the owner thread while the scope is active:
-    /// it is another task, so its unscoped changes must not reach the scope that created it.
-    private var ownerTask: UnsafeCurrentTask?
+    /// The address of the task the owner thread ran when it bound the frame (`nil`: none). A task started
+    /// with `Task.immediate` inside the scope runs its first part on the owner thread while the scope is
+    /// active: it is another task, so its unscoped changes must not reach the scope that created it. Only
+    /// compared while the scope is active, when that task is still running, so the address cannot be reused.
+    private var ownerTask: UnsafeRawPointer?
     private var isActive: Bool
     /// The unit's work, for a unit frame, until it ran; ``ranWork`` in every other frame.
     private var work: @Sendable () -> Void
@@ -52,11 +55,12 @@ final class IdentityFrame: @unchecked Sendable {
     }
 
     /// A frame for a synchronous scope on the current thread (changeable while active).
+    @usableFromInline
     init(synchronous base: Identity?) {
         self.base = base
         self.work = IdentityFrame.ranWork
         self.owner = pthread_self()
-        self.ownerTask = withUnsafeCurrentTask { $0 }
+        self.ownerTask = identity_current_task()
         self.isActive = true
     }
 
@@ -81,10 +85,10 @@ final class IdentityFrame: @unchecked Sendable {
         var work: @Sendable () -> Void = IdentityFrame.ranWork
         swap(&work, &self.work)
         owner = pthread_self()
-        ownerTask = withUnsafeCurrentTask { $0 }
+        ownerTask = identity_current_task()
         isActive = true
         // Called from a closure, not passed as the operation: passing it retained its context once more.
-        IdentityContext.$binding.withValue(FrameBinding(self)) { work() }
+        IdentityContext.bindingLocal.withValue(FrameBinding(self)) { work() }
         isActive = false
     }
 
@@ -92,6 +96,7 @@ final class IdentityFrame: @unchecked Sendable {
     private static func ranWork() {}
 
     /// A frame for an async scope (never changes).
+    @usableFromInline
     init(asynchronous base: Identity?) {
         self.base = base
         self.work = IdentityFrame.ranWork
@@ -116,7 +121,7 @@ final class IdentityFrame: @unchecked Sendable {
         // Only the owner thread may read `isActive` (it writes it): compare threads first.
         guard let owner, pthread_equal(owner, pthread_self()) != 0 else { return false }
         // The task is compared only while the scope is active, when the task that bound it is still running.
-        return isActive && withUnsafeCurrentTask { $0 } == ownerTask
+        return isActive && identity_current_task() == ownerTask
     }
 
     /// Records an unscoped change. Call only when ``acceptsUnscopedChange`` is true (so only the owner
@@ -133,6 +138,7 @@ final class IdentityFrame: @unchecked Sendable {
     }
 
     /// Ends the synchronous scope: later unscoped changes on this thread no longer reach this frame.
+    @usableFromInline
     func deactivate() {
         isActive = false
     }
@@ -143,9 +149,11 @@ final class IdentityFrame: @unchecked Sendable {
 /// A task-local's read and push copy and destroy the value through its type's value witnesses. For an
 /// `Optional<IdentityFrame>` those are `Optional`'s generic ones (about 100 instructions per read); for a
 /// struct whose one field is an optional class reference they are a retain and a release.
+@usableFromInline
 struct FrameBinding: Sendable {
     let frame: IdentityFrame?
 
+    @usableFromInline
     init(_ frame: IdentityFrame?) {
         self.frame = frame
     }

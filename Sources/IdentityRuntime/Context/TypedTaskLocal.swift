@@ -3,6 +3,7 @@ extension TaskLocal {
     ///
     /// The standard library's `withValue` rethrows `any Error`; the only error it can rethrow is the one
     /// `operation` threw, so the cast back to `Failure` cannot fail.
+    @inlinable
     func withValue<R, Failure: Error>(
         _ value: Value, typed operation: () throws(Failure) -> R
     ) throws(Failure) -> R {
@@ -14,6 +15,7 @@ extension TaskLocal {
     }
 
     /// The asynchronous `withValue(_:operation:isolation:)`, keeping the operation's error type.
+    @inlinable
     func withValue<R, Failure: Error>(
         _ value: Value, isolation: isolated (any Actor)?, typed operation: () async throws(Failure) -> R
     ) async throws(Failure) -> R {

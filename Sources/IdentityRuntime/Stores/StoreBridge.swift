@@ -1,3 +1,4 @@
+internal import CIdentityTask
 import Foundation
 
 /// The bridge between the runtime's synchronous entry points and stores that answer asynchronously (a key
@@ -69,7 +70,7 @@ public enum StoreBridge {
             }
             throw timedOut()
         }
-        if withUnsafeCurrentTask(body: { $0 != nil }), DiagnosticsScope.current.strict {
+        if identity_current_task() != nil, DiagnosticsScope.current.strict {
             RuntimeIssues.report(.blockingWaitInTask(operation: operation()))
         }
         // The fetch runs on a thread of its own: never a cooperative thread the caller may hold, never a GCD
