@@ -20,7 +20,9 @@ import IdentityRuntime
 ///   policy source's first load.
 struct AccountIndex {
     enum Standing: Equatable {
-        case managed(Policy)
+        /// Boxed (`indirect`): every decision copies a standing out of the index, and a copy of the box is one
+        /// retain where a copy of the policy retained each of its fields.
+        indirect case managed(Policy)
         case claimed
         /// A document that may govern the account cannot be read: nobody can tell how it is managed.
         case undecided

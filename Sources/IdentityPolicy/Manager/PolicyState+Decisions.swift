@@ -162,13 +162,17 @@ extension PolicyState {
             return .refused(AdmissionError(
                 account: account, result: .failed, cause: .unavailable("the policy source has not loaded its policies yet")))
         }
-        if let block = blockReason(for: account), !retriesDenial(of: account, at: now) {
+        // One lookup of the standing for the whole decision: a standing carries the account's policy, which
+        // every copy retains and releases field by field.
+        let standing = accounts.standing(of: account)
+        if let block = blocks.reason(for: account, standing: standing),
+           !retriesDenial(of: account, standing: standing, at: now) {
             return .refused(AdmissionError(account: account, result: .notAllowed, cause: .blocked(block)))
         }
         if let allowed = settings.allowedAccounts, !allowed.contains(account) {
             return .refused(AdmissionError(account: account, result: .notAllowed, cause: .notInAllowedAccounts))
         }
-        switch accounts.standing(of: account) {
+        switch standing {
         case nil: return .admitted
         case .claimed: return .refused(AdmissionError(account: account, result: .notAllowed, cause: .claimed))
         case .undecided:
@@ -181,9 +185,9 @@ extension PolicyState {
 
     /// Whether an admission at `now` runs the checks of `account` again although it is blocked: its only
     /// cause is a denial older than the retry interval, and its policy does not block it.
-    private func retriesDenial(of account: Identity, at now: UInt64) -> Bool {
+    private func retriesDenial(of account: Identity, standing: AccountIndex.Standing?, at now: UInt64) -> Bool {
         guard blocks.causes(of: account) == [.admissionCheckFailed] else { return false }
-        if case let .managed(policy) = accounts.standing(of: account), policy.isAccountBlocked { return false }
+        if case let .managed(policy) = standing, policy.isAccountBlocked { return false }
         return admission.retriesDenial(of: account, at: now, retryInterval: settings.admissionRetryInterval)
     }
 }
