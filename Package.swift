@@ -91,7 +91,7 @@ let package = Package(
             name: "identity-harness",
             dependencies: [
                 "IdentityRuntime", "IdentityTesting", "IdentityProtection", "IdentityAssertions", "IdentityCrypto",
-                "IdentityPolicy", "IsolationStress",
+                "IdentityPolicy", "IdentityHTTP", "IsolationStress",
                 .target(name: "CIdentityCrypto", condition: .when(platforms: [.linux])),
             ],
             swiftSettings: strictSettings

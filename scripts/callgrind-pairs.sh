@@ -38,7 +38,7 @@ command -v valgrind >/dev/null || { echo "valgrind is required (apt-get install 
 
 count="${IDENTITY_CALLGRIND_COUNT:-20000}"
 headline_pairs="async-identity async-no-identity sync read-file-identity read-nothing-set"
-other_pairs="operation-subclass task-in-scope channel-element ui-switch-unmanaged ui-switch-unmanaged-change ui-switch-shared-change protect-1k protect-1k-async unprotect-1k assertion-verify assertion-verify-fresh assertion-sign assertion-verify-cached admission"
+other_pairs="operation-subclass task-in-scope channel-element ui-switch-unmanaged ui-switch-unmanaged-change ui-switch-shared-change protect-1k protect-1k-async unprotect-1k assertion-verify assertion-verify-fresh assertion-sign assertion-verify-cached admission edge-verify"
 pairs=""
 for word in ${IDENTITY_CALLGRIND_PAIRS:-all}; do
     case "$word" in

@@ -246,7 +246,7 @@ extension IdentityHTTPProblem {
     public static func policyUnavailable(
         for account: Identity, in policies: PolicyManager, typeBase: String = defaultTypeBase
     ) -> IdentityHTTPProblem? {
-        guard let refusal = policies.refusal(of: .create, to: account), case .policyUnavailable = refusal else { return nil }
+        guard let refusal = policies.boundaryStanding(of: account).unavailable else { return nil }
         return policyUnavailable(refusal, account: account, typeBase: typeBase)
     }
 

@@ -46,17 +46,18 @@ public struct IdentityHTTPVerification: Sendable {
             throw .token(error, typeBase: problemTypeBase)
         }
         let account = assertion.account
-        let tenant = policies.tenant(for: account)
-        if checksTenant, let claimed = assertion.tenant, !tenant.isEqual(toRawValue: claimed) {
-            throw .tenantMismatch(claimed: claimed, known: tenant.rawValue, typeBase: problemTypeBase)
+        // The tenant, the policy and whether it can be decided, under the manager's lock once.
+        let standing = policies.boundaryStanding(of: account)
+        if checksTenant, let claimed = assertion.tenant, !standing.tenant.isEqual(toRawValue: claimed) {
+            throw .tenantMismatch(claimed: claimed, known: standing.tenant.rawValue, typeBase: problemTypeBase)
         }
-        // Before the source loads, policy(for:) would answer .unrestricted for every account: refuse instead.
-        if let unavailable = IdentityHTTPProblem.policyUnavailable(for: account, in: policies, typeBase: problemTypeBase) {
-            throw unavailable
+        // Before the source loads, the policy would read as unrestricted for every account: refuse instead.
+        if let unavailable = standing.unavailable {
+            throw .policyUnavailable(unavailable, account: account, typeBase: problemTypeBase)
         }
         self.assertion = assertion
-        self.tenant = tenant
-        self.policy = policies.policy(for: account)
+        self.tenant = standing.tenant
+        self.policy = standing.policy
         self.source = token.source
     }
 }

@@ -545,6 +545,7 @@ enum BenchCommand {
             assertionSignPair(operations: n(4_000)),
             assertionCachedPair(operations: n(100_000)),
             admissionPair(operations: n(20_000)),
+            edgeVerifyPair(operations: n(100_000)),
         ] + protectionPairs(operations: n(20_000))
     }
 }

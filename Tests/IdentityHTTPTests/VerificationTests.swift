@@ -2,6 +2,7 @@ import Foundation
 import IdentityAssertions
 import IdentityHTTP
 import IdentityPolicy
+import IdentityProtection
 import IdentityRuntime
 import IdentityTesting
 import Testing
@@ -73,6 +74,48 @@ struct VerificationTests {
         // Its own tenant is written "svc-backup@" but equals no tenant a string names, this one included.
         #expect(try claim("svc-backup", "svc-backup@")?.code == "tenant-mismatch")
         #expect(try claim("svc-backup", "SVC-BACKUP@")?.code == "tenant-mismatch")
+    }
+
+    @Test("an account whose tenant's policy document cannot be read: 503 policy-unavailable, its tenant's peers verify")
+    func undecidedAccount() throws {
+        source.load(PolicySet(tenants: ["fabrikam.com": .unrestricted], unavailableTenants: ["contoso.com"]))
+        let undecided = problem(try signer.sign(account: "alice@contoso.com", tenant: "contoso.com", audience: "documents"))
+        #expect(undecided?.code == "policy-unavailable" && undecided?.status == 503)
+        #expect(problem(try signer.sign(account: "bob@fabrikam.com", tenant: "fabrikam.com", audience: "documents")) == nil)
+        source.load(PolicySet(tenants: ["fabrikam.com": .unrestricted, "contoso.com": .unrestricted]))
+        #expect(problem(try signer.sign(account: "alice@contoso.com", tenant: "contoso.com", audience: "documents")) == nil)
+    }
+
+    @Test("what a verification reads in one critical section is what the manager's separate reads answer")
+    func oneReadAnswersAsTheSeparateReads() throws {
+        let accounts: [Identity] = [
+            "alice@contoso.com", "bob@fabrikam.com", "carol@unknown.org", "svc-backup", "dave@contoso.com", "erin@contoso.com",
+        ]
+        func agree(_ stage: String) {
+            for account in accounts {
+                let standing = policies.boundaryStanding(of: account)
+                #expect(standing.tenant == policies.tenant(for: account), "\(stage): \(account)")
+                #expect(standing.policy == policies.policy(for: account), "\(stage): \(account)")
+                let refusal = policies.refusal(of: .create, to: account)
+                let unavailable: ProtectionError? = if case .policyUnavailable = refusal { refusal } else { nil }
+                #expect(standing.unavailable?.code == unavailable?.code, "\(stage): \(account)")
+                #expect(standing.unavailable?.description == unavailable?.description, "\(stage): \(account)")
+            }
+        }
+        agree("before the first load")
+        #expect(policies.boundaryStanding(of: "alice@contoso.com").unavailable?.code == 115)
+        policies.registerAccount("dave@contoso.com", tenantID: "72f988bf-86f1-41af-91ab-2d7cd011db47")
+        source.load(
+            PolicySet(tenants: ["fabrikam.com": Policy(identity: nil, isFileEncryptionRequired: true)], unavailableTenants: ["contoso.com"]))
+        policies.blockAccount("bob@fabrikam.com", reason: .blockedByAdministrator)
+        agree("contoso undecided, bob blocked")
+        #expect(policies.boundaryStanding(of: "erin@contoso.com").unavailable?.code == 115)
+        #expect(policies.boundaryStanding(of: "bob@fabrikam.com").unavailable == nil)
+        #expect(policies.boundaryStanding(of: "dave@contoso.com").tenant == "72f988bf-86f1-41af-91ab-2d7cd011db47")
+        source.load(tenants: ["contoso.com": Policy(identity: nil, isFileEncryptionRequired: false)])
+        agree("every document readable")
+        #expect(policies.boundaryStanding(of: "erin@contoso.com").unavailable == nil)
+        #expect(policies.boundaryStanding(of: "erin@contoso.com").policy.isFileEncryptionRequired == false)
     }
 
     @Test("before the policy source loads: 503 policy-unavailable; after, the same token shape verifies")

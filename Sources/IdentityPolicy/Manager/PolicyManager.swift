@@ -425,11 +425,15 @@ public final class PolicyManager: Sendable {
     /// One hash lookup in the manager's index, under its lock; the policy source is not consulted.
     public func policy(for identity: Identity?) -> Policy {
         guard let identity, !identity.isUnmanaged else { return .unrestricted }
-        switch state.withLock({ $0.accounts.standing(of: identity) }) {
-        case let .managed(policy): return policy
-        case .undecided: return .locked(for: identity)
-        case .claimed, nil: return .unrestricted
-        }
+        return state.withLock { $0.policy(of: identity) }
+    }
+
+    /// What the service boundary reads about `account` before admission, in one critical section: its tenant
+    /// (``tenant(for:)``), its policy (``policy(for:)``) and, while its policy cannot be decided,
+    /// the refusal every access to its data gets (`ProtectionError.policyUnavailable`; what
+    /// ``refusal(of:to:)`` answers first). One lock per request instead of three.
+    package func boundaryStanding(of account: Identity) -> BoundaryStanding {
+        state.withLock { $0.boundaryStanding(of: account) }
     }
 
     /// The most restrictive combination of the policies of `identities` (``Policy/combining(_:)``), for data
@@ -469,4 +473,14 @@ extension PolicyManager: ManagedIdentityPolicy {
         }
     }
 
+}
+
+/// What ``PolicyManager/boundaryStanding(of:)`` reads about one account.
+package struct BoundaryStanding: Sendable {
+    /// The account's tenant.
+    package let tenant: TenantID
+    /// The account's policy.
+    package let policy: Policy
+    /// `ProtectionError.policyUnavailable` while the account's policy cannot be decided; `nil` otherwise.
+    package let unavailable: ProtectionError?
 }

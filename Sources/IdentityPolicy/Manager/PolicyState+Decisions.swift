@@ -95,12 +95,48 @@ extension PolicyState {
         }
     }
 
-    /// ``PolicyManager/refusal(of:to:)``: the one access rule behind every protected read and write.
-    func refusal(of access: ProtectedDataAccess, to owner: Identity) -> ProtectionError? {
+    /// The refusal of `access` to data of `owner` while nobody can decide it: before the policy source's first
+    /// load, or while an account it involves is undecided. The first rule of ``refusal(of:to:)``.
+    func unavailability(of access: ProtectedDataAccess, to owner: Identity) -> ProtectionError? {
         guard policiesLoaded else {
             return .policyUnavailable(reason: "the policy source has not loaded yet: \(owner.debugDescription) may be managed")
         }
-        if let unavailable = undecidedRefusal(of: access, to: owner) { return unavailable }
+        return undecidedRefusal(of: access, to: owner)
+    }
+
+    /// ``PolicyManager/policy(for:)`` of an account.
+    func policy(of identity: Identity) -> Policy {
+        guard !identity.isUnmanaged else { return .unrestricted }
+        return Self.policy(of: identity, standing: accounts.standing(of: identity))
+    }
+
+    /// The policy of `identity`, a managed or unknown account, given its standing.
+    private static func policy(of identity: Identity, standing: AccountIndex.Standing?) -> Policy {
+        switch standing {
+        case let .managed(policy): return policy
+        case .undecided: return .locked(for: identity)
+        case .claimed, nil: return .unrestricted
+        }
+    }
+
+    /// ``PolicyManager/boundaryStanding(of:)``, with the account's standing looked up once for all three answers.
+    func boundaryStanding(of account: Identity) -> BoundaryStanding {
+        guard !account.isUnmanaged else {
+            return BoundaryStanding(
+                tenant: accounts.tenant(of: account), policy: .unrestricted,
+                unavailable: unavailability(of: .create, to: account))
+        }
+        let standing = accounts.standing(of: account)
+        let isUndecided = if case .undecided = standing { true } else { false }
+        return BoundaryStanding(
+            tenant: accounts.tenant(of: account), policy: Self.policy(of: account, standing: standing),
+            // Decided (the usual case) needs no second look; otherwise the refusal says why.
+            unavailable: policiesLoaded && !isUndecided ? nil : unavailability(of: .create, to: account))
+    }
+
+    /// ``PolicyManager/refusal(of:to:)``: the one access rule behind every protected read and write.
+    func refusal(of access: ProtectedDataAccess, to owner: Identity) -> ProtectionError? {
+        if let unavailable = unavailability(of: access, to: owner) { return unavailable }
         if let reason = blockReason(for: owner) {
             return .accountBlocked(identity: owner, reason: reason.rawValue)
         }
