@@ -39,6 +39,10 @@ struct VerificationTests {
         #expect(verified.tenant == "contoso.com")
         #expect(verified.source == .bearerToken)
         #expect(verified.policy == policies.policy(for: "alice@contoso.com"))
+        let admitted = AdmittedIdentity(verified)
+        #expect(admitted.account == verified.account && admitted.tenant == "contoso.com")
+        #expect(admitted.policy == verified.policy && admitted.source == .bearerToken)
+        #expect(admitted.assertion.tokenID == verified.assertion.tokenID)
     }
 
     @Test("a forged or foreign token is its 401 before anything else, even before the policies load")

@@ -31,7 +31,7 @@ public struct TenantRequestContext: IdentityRequestContext {
     /// The caller, whichever middleware found it.
     public var caller: Caller? {
         if let admitted = admittedIdentity {
-            return Caller(account: admitted.account, tenant: admitted.tenant ?? "", policy: admitted.policy)
+            return Caller(account: admitted.account, tenant: admitted.tenant, policy: admitted.policy)
         }
         return plainCaller
     }

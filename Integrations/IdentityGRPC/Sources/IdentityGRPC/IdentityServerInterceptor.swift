@@ -144,13 +144,7 @@ public struct IdentityServerInterceptor: ServerInterceptor {
         } catch {
             throw IdentityProblem(error)
         }
-        let source: AdmittedIdentity.Source = switch verified.source {
-        case .assertionHeader: .assertionMetadata
-        case .bearerToken: .bearerToken
-        }
-        return AdmittedIdentity(
-            account: verified.account, tenant: verified.tenant.rawValue, policy: verified.policy,
-            assertion: verified.assertion, source: source)
+        return AdmittedIdentity(verified)
     }
 
     /// `response` with its body (the producer, which gRPC runs after the interceptors return) bound to the

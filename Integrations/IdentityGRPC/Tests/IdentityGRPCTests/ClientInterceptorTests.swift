@@ -46,7 +46,7 @@ struct ClientInterceptorTests {
         }
         for report in [unary] + counted + collected + echoed {
             #expect(report.carried == Array(repeating: alice.name, count: 6))
-            #expect(report.source == "assertionMetadata")
+            #expect(report.source == "assertionHeader")
         }
         #expect(fixture.service.runs.value == 4)
     }

@@ -18,7 +18,7 @@ struct ServerInterceptorTests {
         #expect(report.notCarried == ["-", "-"])
         #expect(report.tenant == "contoso.com")
         #expect(report.policy == "encrypts")
-        #expect(report.source == "assertionMetadata")
+        #expect(report.source == "assertionHeader")
     }
 
     @Test("authorization: Bearer carries the same assertion; another tenant gets its own policy")

@@ -136,12 +136,6 @@ public struct IdentityMiddleware<Context: IdentityRequestContext>: RouterMiddlew
         } catch {
             throw IdentityProblem(error)
         }
-        let source: AdmittedIdentity.Source = switch verified.source {
-        case .assertionHeader: .assertionHeader
-        case .bearerToken: .bearerToken
-        }
-        return AdmittedIdentity(
-            account: verified.account, tenant: verified.tenant.rawValue, policy: verified.policy,
-            assertion: verified.assertion, source: source)
+        return AdmittedIdentity(verified)
     }
 }

@@ -183,9 +183,7 @@ public struct IdentityMiddleware: AsyncMiddleware {
         } catch {
             throw IdentityProblem(error)
         }
-        return AdmittedIdentity(
-            account: verified.account, tenant: verified.tenant.rawValue, policy: verified.policy,
-            assertion: verified.assertion, source: verified.source == .bearerToken ? .bearerToken : .assertionHeader)
+        return AdmittedIdentity(verified)
     }
 
     private func token(of request: Request) throws(IdentityHTTPProblem) -> IdentityHTTPToken {

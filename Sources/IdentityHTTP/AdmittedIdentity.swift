@@ -1,0 +1,49 @@
+import IdentityAssertions
+import IdentityPolicy
+import IdentityRuntime
+
+/// The identity a request was admitted under, as the service boundary's integrations leave it for handlers:
+/// IdentityHummingbird in the request context (`context.admittedIdentity`), IdentityVapor on the request
+/// (`request.admittedIdentity`), IdentityGRPC in a task-local (`AdmittedIdentity.current`). Each of those
+/// modules names this type as its own `AdmittedIdentity`, so importing one of them is enough.
+///
+/// The same account is also the thread identity of everything the request runs
+/// (`IdentityContext.currentThreadIdentity`), so code that never sees the request or its context (a queue, an
+/// operation, a file write) still runs under it. Only the integrations make one for a request, after the
+/// token was verified and the account admitted; one made by hand admits nobody.
+public struct AdmittedIdentity: Sendable {
+    /// Where the identity came from: the dedicated assertion header (for gRPC, the metadata key of that name)
+    /// or `Authorization: Bearer <token>`.
+    public typealias Source = IdentityHTTPToken.Source
+
+    /// The account the request is for (the assertion's `sub`).
+    public let account: Identity
+    /// Its tenant: the runtime's tenant of the account (`PolicyManager.tenant(for:)`: its registered tenant ID,
+    /// else the domain of its name, else its own tenant, `name@`).
+    public let tenant: String
+    /// The account's policy (`PolicyManager.policy(for:)`), fixed when the request was admitted.
+    public let policy: Policy
+    /// The verified assertion (issuer, audience, expiry, token ID). Never forward its token (a single-use
+    /// verifier has used it up, and its audience is this service); a call to another service signs a new one
+    /// for that service's audience.
+    public let assertion: IdentityAssertion
+    /// Which header carried it.
+    public let source: Source
+
+    /// An admitted identity with these parts.
+    public init(account: Identity, tenant: String, policy: Policy, assertion: IdentityAssertion, source: Source) {
+        self.account = account
+        self.tenant = tenant
+        self.policy = policy
+        self.assertion = assertion
+        self.source = source
+    }
+
+    /// The identity a verification found: its account, tenant, policy, assertion and token source. (It is
+    /// admitted once `PolicyManager.withAdmittedIdentity` admits its account.)
+    public init(_ verification: IdentityHTTPVerification) {
+        self.init(
+            account: verification.account, tenant: verification.tenant.rawValue, policy: verification.policy,
+            assertion: verification.assertion, source: verification.source)
+    }
+}
