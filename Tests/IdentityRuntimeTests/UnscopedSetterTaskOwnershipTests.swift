@@ -202,6 +202,27 @@ struct UnscopedSetterTaskOwnershipTests {
         #expect(issues == [.unscopedChangeInTask(marker), .unscopedChangeInTask(marker)])
     }
 
+    @Test("a Task.immediate on a raw thread with a root identity neither sees nor changes it")
+    func immediateTaskOnARawThreadWithARootIdentity() async {
+        let marker = Identity("raw-thread-root-immediate@contoso.com")
+        let (seen, issues) = await Self.refusals(of: marker) { () async -> [Identity?] in
+            await onRawThread { () -> [Identity?] in
+                setUnscoped(Accounts.alice)
+                let immediate = LockedValue<Identity??>(nil)
+                Task.immediate {
+                    setUnscoped(marker)
+                    immediate.withLock { $0 = .some(current) }
+                }
+                let root = current
+                setUnscoped(nil)
+                return [immediate.withLock { $0 } ?? Accounts.bob, root, current]
+            }
+        }
+        // The task ran its first part at once, outside every scope: no identity, and its change refused.
+        #expect(seen == [nil, Accounts.alice, nil])
+        #expect(issues == [.unscopedChangeInTask(marker)])
+    }
+
     @Test("many tasks each changing their own synchronous scopes while immediate tasks try theirs: nothing crosses")
     func concurrentScopesAndImmediateTasks() async {
         let marker = Identity("concurrent-immediate@contoso.com")
