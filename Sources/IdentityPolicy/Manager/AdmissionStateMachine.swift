@@ -27,9 +27,14 @@ struct AdmissionStateMachine {
         case block
     }
 
-    /// The checks every admission of a managed account runs, in order. Changing them forgets every pass.
+    /// The checks every admission of a managed account runs, in order. Changing them forgets every pass, and
+    /// the runs under way: an admission that starts later runs the new checks instead of joining a run of the
+    /// replaced ones, and a pass such a run records is not cached.
     var checks: [any AdmissionCheck] = [] {
-        didSet { admitted = [:] }
+        didSet {
+            admitted = [:]
+            flights = [:]
+        }
     }
 
     /// Until when each account's last pass is trusted.
@@ -73,11 +78,13 @@ struct AdmissionStateMachine {
     mutating func record(
         _ outcome: AdmissionOutcome, of account: Identity, flight: AdmissionFlight, at now: UInt64, cacheDuration: Double
     ) -> Follow {
-        if flights[account] === flight { flights[account] = nil }
+        // A run that is no longer the account's ran checks that were replaced since it started.
+        let isCurrent = flights[account] === flight
+        if isCurrent { flights[account] = nil }
         switch outcome {
         case .admit:
             let cache = Self.nanoseconds(cacheDuration)
-            if cache > 0 { admitted[account] = now &+ cache }
+            if cache > 0, isCurrent { admitted[account] = now &+ cache }
             return denied.removeValue(forKey: account) != nil ? .unblock : .nothing
         case .deny:
             denied[account] = now

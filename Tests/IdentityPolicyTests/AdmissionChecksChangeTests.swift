@@ -1,0 +1,54 @@
+import Foundation
+@testable import IdentityPolicy
+import IdentityRuntime
+import Testing
+
+/// A check that admits once the test opens its gate.
+private struct GatedAdmissionCheck: AdmissionCheck {
+    let gate: Gate
+    let runs: Recorder<Identity>
+
+    func evaluate(account: Identity, reason: AdmissionReason) async -> AdmissionOutcome {
+        runs.append(account)
+        await gate.wait()
+        return .admit
+    }
+}
+
+/// Changing the admission checks forgets every pass, also the pass of a run that was under way: the checks
+/// that were replaced cannot admit anyone after the change.
+@Suite("Admission checks changed while a run is under way")
+struct AdmissionChecksChangeTests {
+    @Test("a pass of the checks a change replaced is not cached: the next admission runs the new checks")
+    func passOfReplacedChecksIsNotCached() async throws {
+        let gate = Gate()
+        let oldRuns = Recorder<Identity>()
+        var settings = RuntimeSettings()
+        settings.admissionCacheDuration = 3_600
+        let manager = PolicyManager(settings: settings, policySource: StaticPolicySource([alice: ownedPolicy("alice")]))
+        manager.registerAdmissionCheck(GatedAdmissionCheck(gate: gate, runs: oldRuns))
+        let underWay = Task { try await manager.withAdmittedIdentity(alice) {} }
+        #expect(await eventually { gate.entered == 1 })
+        let replacement = CountingAdmissionCheck { _ in .deny("new rules") }
+        manager.admissionChecks = [replacement]
+        // An admission that starts now runs the new checks; it does not wait for the old ones. (Waiting for
+        // them would hang here until the gate opens: bounded, so that a regression fails instead.)
+        let afterChange = Task { try await manager.withAdmittedIdentity(alice) {} }
+        #expect(await eventually { replacement.runs.count == 1 })
+        gate.open()
+        await #expect(throws: AdmissionError(account: alice, result: .failed, cause: .denied("new rules"))) {
+            try await afterChange.value
+        }
+        try await underWay.value   // the run under way answers for the admission that started it
+        manager.unblockAccount(alice, reason: .admissionCheckFailed)
+        var retrying = manager.settings
+        retrying.admissionRetryInterval = 0
+        manager.settings = retrying
+        #expect(try manager.admitWithoutWaiting(alice) == false)
+        await #expect(throws: AdmissionError(account: alice, result: .failed, cause: .denied("new rules"))) {
+            try await manager.withAdmittedIdentity(alice) {}
+        }
+        #expect(oldRuns.count == 1)
+        #expect(replacement.runs.count == 2)
+    }
+}
