@@ -32,25 +32,12 @@ extension BenchCommand {
         return Pair(
             name: "edge-verify", title: "who a cached bearer token speaks for, at the HTTP edge", targetRatio: nil,
             operations: operations,
-            raw: { total in
-                let pool = AssertionPool.shared
-                let verifier = cachedPairVerifier
-                var hits = 0
-                for index in 0..<total where (try? verifier.verify(pool.tokens[index % pool.tokens.count])) != nil {
-                    hits &+= 1
-                }
-                count(hits)
-            },
+            raw: { total in count(cachedVerifications(total)) },
             peer: { total in
-                let pool = AssertionPool.shared
-                let verifier = cachedPairVerifier
-                var hits = 0
-                for index in 0..<total {
-                    guard let assertion = try? verifier.verify(pool.tokens[index % pool.tokens.count]) else { continue }
+                count(cachedVerifications(total) { assertion in
                     let known = tenants.withLock { $0[assertion.account] }
-                    if known != nil, known == assertion.tenant { hits &+= 1 }
-                }
-                count(hits)
+                    return known != nil && known == assertion.tenant
+                })
             },
             ours: { total in
                 let pool = AssertionPool.shared
