@@ -45,9 +45,7 @@ struct AdmissionStateMachine {
 
     /// What an admission of the managed `account` at `now` does.
     mutating func start(for account: Identity, at now: UInt64) -> Step {
-        // Without checks every account is admitted, a pass or not: no lookup.
-        if checks.isEmpty { return .admitted }
-        if let until = admitted[account], now < until { return .admitted }
+        if admitsWithoutChecks(account, at: now) { return .admitted }
         if let flight = flights[account] { return .join(flight) }
         let flight = AdmissionFlight()
         flights[account] = flight
@@ -56,6 +54,7 @@ struct AdmissionStateMachine {
 
     /// Whether ``start(for:at:)`` would admit `account` at `now` at once (a pass still trusted, or no checks).
     func admitsWithoutChecks(_ account: Identity, at now: UInt64) -> Bool {
+        // Without checks every account is admitted, a pass or not: no lookup.
         if checks.isEmpty { return true }
         if let until = admitted[account], now < until { return true }
         return false
