@@ -3,7 +3,6 @@ import IdentityAssertions
 import IdentityHTTP
 import IdentityPolicy
 import IdentityRuntime
-import Synchronization
 
 /// A gRPC server interceptor that runs each RPC's handler under the identity the call proves.
 ///
@@ -168,7 +167,7 @@ public struct IdentityServerInterceptor: ServerInterceptor {
 /// ``capacity`` methods are kept (a server has a fixed set; the table is emptied if ever it fills).
 final class AdmissionReasons: Sendable {
     static let capacity = 1_024
-    private let table = Mutex<[MethodDescriptor: AdmissionReason]>([:])
+    private let table = Locked<[MethodDescriptor: AdmissionReason]>([:])
 
     func reason(for method: MethodDescriptor) -> AdmissionReason {
         if let known = table.withLock({ $0[method] }) { return known }

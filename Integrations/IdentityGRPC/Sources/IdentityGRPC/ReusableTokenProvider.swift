@@ -1,7 +1,6 @@
 import Foundation
 import IdentityAssertions
 import IdentityRuntime
-import Synchronization
 
 /// An ``IdentityTokenProvider`` of reusable bearer tokens: it signs one assertion per account with an
 /// `IdentityAssertionSigner` and hands out the same token at every call until it is about to expire, then
@@ -37,7 +36,7 @@ public final class ReusableTokenProvider: IdentityTokenProvider {
     private let clock: @Sendable () -> Date
     /// Each account's token, its `authorization` value (`Bearer <token>`, built once for every call that sends it)
     /// and when it is replaced.
-    private let cache = Mutex<[Identity: (token: String, authorization: String, renewAt: Date)]>([:])
+    private let cache = Locked<[Identity: (token: String, authorization: String, renewAt: Date)]>([:])
 
     /// - Parameters:
     ///   - signer: signs the tokens (its key, key ID and issuer).

@@ -5,13 +5,12 @@ import IdentityGRPC
 import IdentityPolicy
 import IdentityRuntime
 import IdentityTesting
-import Synchronization
 import Testing
 
 /// A provider that records whom it was asked for.
 final class RecordingProvider: IdentityTokenProvider {
     let inner: ReusableTokenProvider
-    let asked = Mutex<[Identity]>([])
+    let asked = Locked<[Identity]>([])
     init(_ inner: ReusableTokenProvider) { self.inner = inner }
     func token(for account: Identity) async throws -> String {
         asked.withLock { $0.append(account) }
@@ -146,7 +145,7 @@ struct ClientInterceptorTests {
     @Test("a reusable token is renewed when its renewal time has come")
     func renewal() throws {
         let fixture = try Fixture()
-        let now = Mutex(Date())
+        let now = Locked(Date())
         let provider = ReusableTokenProvider(
             signer: fixture.signer, audience: "documents", lifetime: 100, renewalMargin: 10,
             clock: { now.withLock { $0 } })

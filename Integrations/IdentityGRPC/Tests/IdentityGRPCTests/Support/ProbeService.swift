@@ -3,7 +3,6 @@ import Foundation
 import GRPCCore
 import IdentityGRPC
 import IdentityRuntime
-import Synchronization
 
 /// What a handler (or one message's handling) saw: the identity at each hop, and the admitted identity.
 struct Report: Codable, Sendable, Hashable {
@@ -67,7 +66,7 @@ func observe(_ message: String) async -> Report {
 
 /// Counts the handler runs (a refused call must never reach the handler).
 final class HandlerRuns: Sendable {
-    private let count = Mutex(0)
+    private let count = Locked(0)
     func increment() { count.withLock { $0 += 1 } }
     var value: Int { count.withLock { $0 } }
 }
