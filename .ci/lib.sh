@@ -273,6 +273,7 @@ landing_lane() {
     ci_step "Integrations/IdentityLogging: swift test" step_package_test Integrations/IdentityLogging
     ci_step "Integrations/IdentityTracing: swift test" step_package_test Integrations/IdentityTracing
     ci_step "Integrations/IdentityMetrics: swift test" step_package_test Integrations/IdentityMetrics
+    ci_step "Integrations/IdentityServiceLifecycle: swift test" step_package_test Integrations/IdentityServiceLifecycle
     ci_step "Integrations/IdentityHummingbird: swift test" step_package_test Integrations/IdentityHummingbird
     ci_step "Integrations/IdentityVapor: swift test" step_package_test Integrations/IdentityVapor
     ci_step "Integrations/IdentityJWKS: swift test" step_package_test Integrations/IdentityJWKS
@@ -396,6 +397,7 @@ full_lane() {
     ci_step "Integrations/IdentityLogging under ThreadSanitizer" step_package_test_tsan Integrations/IdentityLogging
     ci_step "Integrations/IdentityTracing under ThreadSanitizer" step_package_test_tsan Integrations/IdentityTracing
     ci_step "Integrations/IdentityMetrics under ThreadSanitizer" step_package_test_tsan Integrations/IdentityMetrics
+    ci_step "Integrations/IdentityServiceLifecycle under ThreadSanitizer" step_package_test_tsan Integrations/IdentityServiceLifecycle
     ci_step "Integrations/IdentityHummingbird under ThreadSanitizer" step_package_test_tsan Integrations/IdentityHummingbird
     ci_step "Integrations/IdentityVapor under ThreadSanitizer" step_package_test_tsan Integrations/IdentityVapor
     ci_step "Integrations/IdentityJWKS under ThreadSanitizer" step_package_test_tsan Integrations/IdentityJWKS

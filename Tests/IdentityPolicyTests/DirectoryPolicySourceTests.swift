@@ -166,7 +166,7 @@ struct DirectoryPolicySourceTests {
         }
     }
 
-    @Test("a change on disk is picked up by polling and posted as policyDidChange (notification and event)")
+    @Test("a change on disk is picked up by the manager's run() and posted as policyDidChange (notification and event)")
     func changeOnDisk() async throws {
         let directory = try TemporaryDirectory()
         try directory.write("alice.json", Self.aliceDocument)
@@ -174,8 +174,9 @@ struct DirectoryPolicySourceTests {
         settings.policyDirectory = directory.path
         settings.policyPollInterval = 0.02
         let manager = makeManager(settings: settings)
-        let source = try #require(manager.policySource as? DirectoryPolicySource)
-        defer { source.stopPolling() }
+        #expect(manager.policySource is DirectoryPolicySource)
+        let work = Task { await manager.run() }
+        defer { work.cancel() }
         #expect(await eventually { manager.policy(for: alice).isRestricted })
         let notified = Recorder<Bool>()
         let token = manager.notificationCenter.addObserver(forName: .policyDidChange, object: manager, queue: nil) { _ in

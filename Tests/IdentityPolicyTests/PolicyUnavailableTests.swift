@@ -88,7 +88,7 @@ struct PolicyUnavailableTests {
         #expect(f.code { try IdentityContext.withThreadIdentity(carol) { _ = try f.files.readFile(atPath: path) } } == 108)
     }
 
-    @Test("settings.policyDirectory not readable yet: refused with 115 until a poll reads it")
+    @Test("settings.policyDirectory not readable yet: refused with 115 until run() reads it")
     func settingsDirectoryLate() async throws {
         let parent = try TemporaryDirectory()
         let late = parent.file("policies")
@@ -96,6 +96,8 @@ struct PolicyUnavailableTests {
         settings.policyDirectory = late
         settings.policyPollInterval = 0.02
         let f = try UnavailableFixture(settings: settings, source: nil)
+        let work = Task { [manager = f.manager] in await manager.run() }
+        defer { work.cancel() }
         #expect(f.code { _ = try f.data.protect(Data("x".utf8), owner: alice) } == 115)
         try FileManager.default.createDirectory(atPath: late, withIntermediateDirectories: true)
         try Data(#"{"formatVersion": 1, "tenant": "contoso.com", "fileEncryptionRequired": true}"#.utf8)

@@ -81,3 +81,15 @@ enum Documents {
 import IdentityAssertions
 
 let token: String = "a compact JWS"
+
+// sample 8
+import IdentityPolicy
+import Logging
+import ServiceLifecycle
+
+func placeholder<T>() -> T { fatalError("a name the documentation's prose stands for") }
+
+let settings: RuntimeSettings = placeholder()
+let enrollmentService: any EnrollmentService = placeholder()
+let server: any Service = placeholder()
+let logger: Logger = placeholder()

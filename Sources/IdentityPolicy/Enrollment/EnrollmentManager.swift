@@ -45,6 +45,8 @@ public final class EnrollmentManager: Sendable {
     }
 
     private let state: LockedValue<State>
+    /// The retries and check-ins the scheduler started, while they run: ended with ``run()``.
+    private let backgroundWork = BackgroundWork()
 
     /// An enrollment manager for `policyManager`, asking `service` and timing retries with `scheduler`.
     public init(
@@ -174,7 +176,7 @@ public final class EnrollmentManager: Sendable {
             } else if code.isRetryable {
                 state.retries[account] = scheduler.schedule(after: retryInterval) { [weak self] in
                     guard let self else { return }
-                    Task { await self.retry(account) }
+                    backgroundWork.start { await self.retry(account) }
                 }
             }
             return false
@@ -280,12 +282,45 @@ public final class EnrollmentManager: Sendable {
         return report(EnrollmentStatus(identity: account, statusCode: .unenrollmentSuccess, errorString: message), .unenroll)
     }
 
+    // MARK: Background work
+
+    /// The manager's background work, for the service or app that owns it: retries and check-ins are timed by
+    /// the ``scheduler`` and run as tasks this manager keeps; this waits until the calling task is cancelled,
+    /// then calls off every retry and check-in still scheduled, cancels those running (a running check-in or
+    /// enrollment ends with the status its service call gives under cancellation), waits until they have
+    /// ended, and returns. Operations called afterwards schedule their retries and check-ins anew.
+    ///
+    /// Run it beside ``PolicyManager/run()`` (the IdentityServiceLifecycle integration runs both as one
+    /// `Service`), or start it with `Task { await enrollment.run() }` and cancel that task at the end.
+    public func run() async {
+        while !Task.isCancelled {
+            do {
+                try await Task.sleep(for: .seconds(3_600))
+            } catch {
+                break
+            }
+        }
+        // A check-in that was running schedules its next one as it ends: call off again until nothing is
+        // scheduled and nothing runs.
+        repeat {
+            let scheduled = state.withLock { state in
+                defer {
+                    state.retries.removeAll()
+                    state.refreshes.removeAll()
+                }
+                return Array(state.retries.values) + Array(state.refreshes.values)
+            }
+            scheduled.forEach { $0.cancel() }
+            await backgroundWork.cancelAll()
+        } while state.withLock({ !$0.retries.isEmpty || !$0.refreshes.isEmpty }) || backgroundWork.count > 0
+    }
+
     // MARK: Helpers
 
     private func scheduleRefresh(of account: Identity, after seconds: TimeInterval) -> any ScheduledWork {
         scheduler.schedule(after: seconds) { [weak self] in
             guard let self else { return }
-            Task { await self.refreshPolicy(for: account) }
+            backgroundWork.start { await self.refreshPolicy(for: account) }
         }
     }
 

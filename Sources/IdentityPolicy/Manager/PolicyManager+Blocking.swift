@@ -140,14 +140,15 @@ extension PolicyManager {
     private func askDelegateToBlock(_ account: Identity, reason: BlockAccountReason, window: WindowID?) {
         let (delegate, timeout) = state.withLock { ($0.delegate, $0.settings.delegateTimeout) }
         guard let delegate else { return }
-        Task.detached { [weak self] in
+        backgroundWork.start { [weak self] in
             let result = await DelegateAnswer<BlockAccountResult>.wait(
                 operation: "blockAccount(\(String(reflecting: account.name)), reason: \(reason))",
                 timeout: timeout, onTimeout: .failed, onCancel: .failed
             ) { answer in
                 delegate.blockAccount(account, reason: reason, window: window, completionHandler: answer)
             }
-            if result == .failed { self?.restartApplication() }
+            // Cancelled by the end of `run()` (a shutdown): no answer was refused, so no restart is asked.
+            if result == .failed, !Task.isCancelled { self?.restartApplication() }
         }
     }
 }

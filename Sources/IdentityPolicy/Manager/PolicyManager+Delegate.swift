@@ -49,7 +49,7 @@ extension PolicyManager {
 
     /// The completion-handler form of ``addIdentity(_:)``; `completionHandler` runs once on a global queue.
     public func addIdentity(_ identity: Identity, completionHandler: @escaping @Sendable (AddIdentityResult) -> Void) {
-        Task.detached { [self] in
+        backgroundWork.start { [self] in
             let result = await addIdentity(identity)
             DispatchQueue.global().async { completionHandler(result) }
         }

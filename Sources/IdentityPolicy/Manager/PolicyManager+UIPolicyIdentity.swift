@@ -167,7 +167,7 @@ extension PolicyManager {
             guard let attempt = decision.attempt else { preconditionFailure("a switch in flight has an attempt") }
             let managed = decision.managed
             let checks = decision.checks
-            let task = Task.detached { [weak self] in
+            let task = backgroundWork.start { [weak self] in
                 var verdict: (outcome: ConditionalLaunchOutcome, account: Identity?) = (.passes, nil)
                 for identity in managed where verdict.outcome == .passes {
                     let outcome = await IdentityContext.withThreadIdentity(identity) {
@@ -175,6 +175,9 @@ extension PolicyManager {
                     }
                     verdict = (outcome, identity)
                 }
+                // Cancelled by the end of the manager's `run()`: the switch is refused (canceled), and no account
+                // is blocked, since nobody cancelled its conditional launch.
+                if Task.isCancelled { verdict = (.cancels, nil) }
                 self?.finishSwitch(window: window, token: token, outcome: verdict.outcome, account: verdict.account)
             }
             attempt.setTask(task)
@@ -205,7 +208,7 @@ extension PolicyManager {
         _ checks: [any ConditionalLaunchCheck], identity: Identity, window: WindowID, attempt: SwitchAttempt
     ) async -> ConditionalLaunchOutcome {
         for check in checks {
-            if attempt.isCanceled { return .cancels }
+            if attempt.isCanceled || Task.isCancelled { return .cancels }
             let outcome = await check.evaluate(identity: identity, window: window)
             guard outcome == .passes else { return outcome }
         }

@@ -55,14 +55,20 @@ public final class PolicyManager: Sendable {
 
     let state: LockedValue<PolicyState>
     let broadcaster: PolicyEventBroadcaster
+    /// What the manager started on its own (delegate answers, switch checks): ended with ``run()``.
+    let backgroundWork = BackgroundWork()
 
     /// A manager.
     ///
+    /// The initializer starts nothing in the background: polling belongs to ``run()``, which the service or
+    /// app that owns the manager runs.
+    ///
     /// - Parameters:
     ///   - settings: behaviour; when ``RuntimeSettings/policyDirectory`` is set and `policySource` is `nil`,
-    ///     a ``DirectoryPolicySource`` reads it before this initializer returns and polls it every
+    ///     a ``DirectoryPolicySource`` reads it before this initializer returns; ``run()`` reads it again every
     ///     ``RuntimeSettings/policyPollInterval``. A directory that cannot be read yet leaves the manager
-    ///     refusing operations on owned data (`ProtectionError.policyUnavailable`) until a poll reads it.
+    ///     refusing operations on owned data (`ProtectionError.policyUnavailable`) until a later read
+    ///     (``run()``'s, or ``reloadPolicies(timeout:)``) succeeds.
     ///   - policySource: where policies come from.
     ///   - fileProtection: what the selective wipe deletes files with (its key store is destroyed too).
     ///   - keyStore: keys to destroy on a wipe when there is no `fileProtection` (or in addition to its store).
@@ -81,9 +87,7 @@ public final class PolicyManager: Sendable {
         var source = policySource
         if source == nil, let directory = settings.policyDirectory {
             // Read before the first decision; a directory not readable yet leaves the manager refusing.
-            let directorySource = DirectoryPolicySource(unloadedUntilReadable: directory, pollInterval: settings.policyPollInterval)
-            directorySource.startPolling()
-            source = directorySource
+            source = DirectoryPolicySource(unloadedUntilReadable: directory)
         }
         var initial = PolicyState(scope: scope, settings: settings)
         initial.policySource = source

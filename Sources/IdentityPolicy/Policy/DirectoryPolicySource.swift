@@ -7,7 +7,8 @@ import IdentityRuntime
 ///
 /// - The initializer reads the directory: when it returns, the source holds its policies (and it throws when
 ///   it cannot read the directory), so no decision is ever made before the documents were read.
-/// - ``reload()`` reads the directory now; ``startPolling()`` re-reads it every ``pollInterval`` seconds.
+/// - ``reload()`` reads the directory now. The source starts no work of its own: its manager's
+///   ``PolicyManager/run()`` reads it again every ``RuntimeSettings/policyPollInterval`` seconds.
 ///   A document is parsed again only when its bytes changed.
 /// - A malformed or unreadable document is an error (``errors``, with its position and key) and the **last
 ///   good** version of that document stays in force: a typo never opens a policy. A document malformed from
@@ -26,8 +27,6 @@ import IdentityRuntime
 public final class DirectoryPolicySource: PolicySource {
     /// The directory read.
     public let directory: String
-    /// Seconds between scans while polling.
-    public let pollInterval: TimeInterval
 
     private struct Entry {
         /// The bytes last read (`nil`: the file could not be read).
@@ -46,7 +45,6 @@ public final class DirectoryPolicySource: PolicySource {
         var policies = PolicySet()
         var duplicates: [PolicyDocumentError] = []
         var handler: (@Sendable () -> Void)?
-        var timer: PollTimer?
         /// Whether a scan has read the directory.
         var loaded = false
 
@@ -57,18 +55,16 @@ public final class DirectoryPolicySource: PolicySource {
     }
 
     private let state = LockedValue(State())
-    /// Serializes reloads (the timer and explicit calls); never taken while `state` is held.
+    /// Serializes reloads (its manager's and explicit calls); never taken while `state` is held.
     private let reloading = LockedValue(())
-    private let queue = DispatchQueue(label: "identity-policy.directory-source")
 
-    /// A source reading `directory`, read once before the initializer returns; ``reload()`` or
-    /// ``startPolling()`` read it again.
+    /// A source reading `directory`, read once before the initializer returns; ``reload()`` (and its manager's
+    /// ``PolicyManager/run()``) read it again.
     /// - Throws: ``PolicyDocumentError/directoryUnreadable(path:reason:)`` when the directory is missing or
     ///   cannot be read. Malformed documents do not throw: they are in ``errors``, and leave the accounts they
     ///   may govern undecided (refused) until they are fixed or removed.
-    public init(directory: String, pollInterval: TimeInterval = 5) throws(PolicyDocumentError) {
+    public init(directory: String) throws(PolicyDocumentError) {
         self.directory = directory
-        self.pollInterval = pollInterval
         _ = scan()
         if let failure = state.withLock({ $0.loaded ? nil : $0.directoryError }) { throw failure }
     }
@@ -76,24 +72,14 @@ public final class DirectoryPolicySource: PolicySource {
     /// A source for ``RuntimeSettings/policyDirectory``: reads the directory once like the public initializer,
     /// but a directory it cannot read yet leaves it unloaded (``hasLoaded`` is `false`, and its manager refuses
     /// operations on owned data) until a later reload reads it.
-    init(unloadedUntilReadable directory: String, pollInterval: TimeInterval) {
+    init(unloadedUntilReadable directory: String) {
         self.directory = directory
-        self.pollInterval = pollInterval
         _ = scan()
     }
 
     /// Whether the directory has been read (always, for a source made with the public initializer).
     public var hasLoaded: Bool {
         state.withLock { $0.loaded }
-    }
-
-    deinit {
-        state.withLock { $0.timer }?.source.cancel()
-    }
-
-    /// The polling timer. Safety: a dispatch source is thread-safe; it is only resumed once and cancelled.
-    private struct PollTimer: @unchecked Sendable {
-        let source: any DispatchSourceTimer
     }
 
     /// The problems found by the last reload, sorted by path: each document that cannot be used (with the
@@ -126,28 +112,6 @@ public final class DirectoryPolicySource: PolicySource {
     @discardableResult
     public func reload(deadline: ContinuousClock.Instant) async throws(PolicyDocumentError) -> Bool {
         reload()
-    }
-
-    /// Re-reads the directory every ``pollInterval`` seconds (the first time at once) until ``stopPolling()``.
-    public func startPolling() {
-        let timer = DispatchSource.makeTimerSource(queue: queue)
-        let interval = DispatchTimeInterval.nanoseconds(Int(max(pollInterval, 0.001) * 1e9))
-        timer.schedule(deadline: .now(), repeating: interval, leeway: .milliseconds(10))
-        timer.setEventHandler { [weak self] in self?.reload() }
-        let previous = state.withLock { state in
-            defer { state.timer = PollTimer(source: timer) }
-            return state.timer
-        }
-        previous?.source.cancel()
-        timer.resume()
-    }
-
-    /// Stops polling.
-    public func stopPolling() {
-        state.withLock { state in
-            defer { state.timer = nil }
-            return state.timer
-        }?.source.cancel()
     }
 
     // MARK: Scanning

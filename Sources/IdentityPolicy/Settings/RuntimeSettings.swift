@@ -42,7 +42,8 @@ public struct RuntimeSettings: Sendable, Hashable {
     public var allowedAccounts: [Identity]? = nil
     /// A directory of JSON policy documents for the embedded ``DirectoryPolicySource``.
     public var policyDirectory: String? = nil
-    /// Seconds between scans of ``policyDirectory`` for changes. Default: 5.
+    /// Seconds between the reads of the policy source (``policyDirectory``, or any other) by
+    /// ``PolicyManager/run()``. Default: 5.
     public var policyPollInterval: TimeInterval = 5
     /// The most accounts managed at once (`nil`, the default: no limit). With a limit, only enrolled accounts
     /// are managed, the first `maxManagedAccounts` in enrollment order; enrolling more is refused (227

@@ -80,7 +80,7 @@ struct PolicyManagerMetricsTests {
         defer { try? FileManager.default.removeItem(atPath: directory) }
         func write(_ name: String, _ text: String) throws { try text.write(toFile: directory + "/" + name, atomically: true, encoding: .utf8) }
         try write("alice.json", #"{"formatVersion": 1, "account": "alice@contoso.com"}"#)
-        let manager = PolicyManager(policySource: try DirectoryPolicySource(directory: directory, pollInterval: 3_600))
+        let manager = PolicyManager(policySource: try DirectoryPolicySource(directory: directory))
         let (test, metrics) = makeMetrics()
         let service = metrics.observe(manager)
         try await whileRunning(service) {
