@@ -148,16 +148,16 @@ extension PolicyState {
             // answers false for it), isolation on or off; the owner's own data included (accountBlocked above
             // when the owner is the blocked one).
             if let reader, !reader.isUnmanaged, blockReason(for: reader) != nil {
-                return .accessDenied(identity: owner, reader: reader)
+                return access.denial(of: owner)
             }
             // Whoever may not read an account's data may not modify it.
             guard settings.dataIsolation, !isTransferAllowed(from: owner, to: reader) else { return nil }
-            return .accessDenied(identity: owner, reader: reader)
+            return access.denial(of: owner)
         case let .transfer(recipient):
             if let recipient, !recipient.isUnmanaged, let reason = blockReason(for: recipient) {
                 return .accountBlocked(identity: recipient, reason: reason.rawValue)
             }
-            return isTransferAllowed(from: owner, to: recipient) ? nil : .accessDenied(identity: owner, reader: recipient)
+            return isTransferAllowed(from: owner, to: recipient) ? nil : access.denial(of: owner)
         }
     }
 

@@ -63,13 +63,18 @@ extension ProtectedDataAccess {
     /// This access to data of the managed account `owner` under account isolation: only the owner itself reads
     /// it or receives it; creating is allowed.
     func refusalUnderIsolation(of owner: Identity) -> ProtectionError? {
+        isAllowedUnderIsolation(for: owner) ? nil : denial(of: owner)
+    }
+
+    /// The refusal of this access to `owner`'s data, once a policy decided that its reader, writer or recipient
+    /// may not have it: ``ProtectionError/accessDenied(identity:reader:)`` naming the owner and that identity.
+    /// Every policy's access refusal is built here (`nil` for ``create``, which no isolation rule refuses).
+    package func denial(of owner: Identity) -> ProtectionError? {
         switch self {
         case .create:
             return nil
-        case let .read(reader), let .modify(writer: reader):
-            return reader == owner ? nil : .accessDenied(identity: owner, reader: reader)
-        case let .transfer(recipient):
-            return recipient == owner ? nil : .accessDenied(identity: owner, reader: recipient)
+        case let .read(reader), let .modify(writer: reader), let .transfer(to: reader):
+            return .accessDenied(identity: owner, reader: reader)
         }
     }
 }
