@@ -39,9 +39,27 @@ public final class EnrollmentManager: Sendable {
         var registered: [Identity] = []
         /// In enrollment order.
         var enrolled: [Identity] = []
-        var retries: [Identity: any ScheduledWork] = [:]
-        var refreshes: [Identity: any ScheduledWork] = [:]
+        var retries: [Identity: Scheduled] = [:]
+        var refreshes: [Identity: Scheduled] = [:]
+        var nextScheduleID: UInt64 = 0
+        /// The accounts whose retry or check-in the end of ``run()`` called off: the next ``run()`` schedules
+        /// them again.
+        var suspendedRetries: Set<Identity> = []
+        var suspendedRefreshes: Set<Identity> = []
         var delegate: (any EnrollmentDelegate)?
+
+        mutating func scheduleID() -> UInt64 {
+            nextScheduleID &+= 1
+            return nextScheduleID
+        }
+    }
+
+    /// A retry or check-in the scheduler holds. Its work runs only while it is still the account's entry: one
+    /// that was called off (or replaced) and fires anyway (a dispatch item already running) does nothing.
+    private struct Scheduled {
+        let id: UInt64
+        let work: any ScheduledWork
+        func cancel() { work.cancel() }
     }
 
     private let state: LockedValue<State>
@@ -168,16 +186,13 @@ public final class EnrollmentManager: Sendable {
                 }
                 if !state.enrolled.contains(account) { state.enrolled.append(account) }
                 state.refreshes.removeValue(forKey: account)?.cancel()
-                state.refreshes[account] = scheduleRefresh(of: account, after: refreshInterval)
+                state.refreshes[account] = scheduleRefresh(of: account, after: refreshInterval, in: &state)
                 return true
             }
             if code.requiresAccountRemoval {
                 state.registered.removeAll { $0 == account }
             } else if code.isRetryable {
-                state.retries[account] = scheduler.schedule(after: retryInterval) { [weak self] in
-                    guard let self else { return }
-                    backgroundWork.start { await self.retry(account) }
-                }
+                state.retries[account] = scheduleRetry(of: account, after: retryInterval, in: &state)
             }
             return false
         }
@@ -196,9 +211,10 @@ public final class EnrollmentManager: Sendable {
         return status
     }
 
-    private func retry(_ account: Identity) async {
+    private func retry(_ account: Identity, id: UInt64) async {
         let due = state.withLock { state -> Bool in
-            guard state.retries.removeValue(forKey: account) != nil else { return false }
+            guard state.retries[account]?.id == id else { return false }
+            state.retries.removeValue(forKey: account)
             return state.registered.contains(account) && !state.enrolled.contains(account)
         }
         if due { await registerAndEnrollAccount(account) }
@@ -234,7 +250,7 @@ public final class EnrollmentManager: Sendable {
         state.withLock { state in
             guard state.enrolled.contains(account) else { return }
             state.refreshes.removeValue(forKey: account)?.cancel()
-            state.refreshes[account] = scheduleRefresh(of: account, after: interval)
+            state.refreshes[account] = scheduleRefresh(of: account, after: interval, in: &state)
         }
         let status = report(EnrollmentStatus(identity: account, statusCode: response.statusCode, errorString: response.message), .policy)
         switch response.statusCode {
@@ -284,15 +300,18 @@ public final class EnrollmentManager: Sendable {
 
     // MARK: Background work
 
-    /// The manager's background work, for the service or app that owns it: retries and check-ins are timed by
-    /// the ``scheduler`` and run as tasks this manager keeps; this waits until the calling task is cancelled,
-    /// then calls off every retry and check-in still scheduled, cancels those running (a running check-in or
-    /// enrollment ends with the status its service call gives under cancellation), waits until they have
-    /// ended, and returns. Operations called afterwards schedule their retries and check-ins anew.
+    /// The manager's background work, for the service or app that owns it. Retries and check-ins are timed by
+    /// the ``scheduler`` and run as tasks this manager keeps. This waits until the calling task is cancelled;
+    /// then it calls off every retry and check-in still scheduled, waits until those already running have
+    /// ended (a check-in or enrollment in flight is not interrupted: it ends as its service call does), and
+    /// returns. The next `run()` schedules the called-off retries and check-ins again, one interval from its
+    /// start (an account unenrolled or deregistered meanwhile excepted); operations called in between schedule
+    /// their own as usual.
     ///
     /// Run it beside ``PolicyManager/run()`` (the IdentityServiceLifecycle integration runs both as one
     /// `Service`), or start it with `Task { await enrollment.run() }` and cancel that task at the end.
     public func run() async {
+        resumeSuspended()
         while !Task.isCancelled {
             do {
                 try await Task.sleep(for: .seconds(3_600))
@@ -305,23 +324,60 @@ public final class EnrollmentManager: Sendable {
         repeat {
             let scheduled = state.withLock { state in
                 defer {
+                    state.suspendedRetries.formUnion(state.retries.keys)
+                    state.suspendedRefreshes.formUnion(state.refreshes.keys)
                     state.retries.removeAll()
                     state.refreshes.removeAll()
                 }
                 return Array(state.retries.values) + Array(state.refreshes.values)
             }
             scheduled.forEach { $0.cancel() }
-            await backgroundWork.cancelAll()
+            await backgroundWork.waitForCurrent()
         } while state.withLock({ !$0.retries.isEmpty || !$0.refreshes.isEmpty }) || backgroundWork.count > 0
+    }
+
+    /// Schedules again what the end of the last ``run()`` called off, where it still applies.
+    private func resumeSuspended() {
+        let retryInterval = policyManager.settings.enrollmentRetryInterval
+        let refreshInterval = policyManager.settings.policyRefreshInterval
+        state.withLock { state in
+            let retries = state.suspendedRetries, refreshes = state.suspendedRefreshes
+            state.suspendedRetries.removeAll()
+            state.suspendedRefreshes.removeAll()
+            for account in retries where state.registered.contains(account) && !state.enrolled.contains(account)
+                && state.retries[account] == nil {
+                state.retries[account] = scheduleRetry(of: account, after: retryInterval, in: &state)
+            }
+            for account in refreshes where state.enrolled.contains(account) && state.refreshes[account] == nil {
+                state.refreshes[account] = scheduleRefresh(of: account, after: refreshInterval, in: &state)
+            }
+        }
     }
 
     // MARK: Helpers
 
-    private func scheduleRefresh(of account: Identity, after seconds: TimeInterval) -> any ScheduledWork {
-        scheduler.schedule(after: seconds) { [weak self] in
+    private func scheduleRetry(of account: Identity, after seconds: TimeInterval, in state: inout State) -> Scheduled {
+        let id = state.scheduleID()
+        let work = scheduler.schedule(after: seconds) { [weak self] in
             guard let self else { return }
-            backgroundWork.start { await self.refreshPolicy(for: account) }
+            backgroundWork.start { await self.retry(account, id: id) }
         }
+        return Scheduled(id: id, work: work)
+    }
+
+    private func scheduleRefresh(of account: Identity, after seconds: TimeInterval, in state: inout State) -> Scheduled {
+        let id = state.scheduleID()
+        let work = scheduler.schedule(after: seconds) { [weak self] in
+            guard let self else { return }
+            backgroundWork.start { await self.scheduledRefresh(of: account, id: id) }
+        }
+        return Scheduled(id: id, work: work)
+    }
+
+    /// The check-in `id` scheduled, unless it was called off or replaced meanwhile.
+    private func scheduledRefresh(of account: Identity, id: UInt64) async {
+        guard state.withLock({ $0.refreshes[account]?.id == id }) else { return }
+        await refreshPolicy(for: account)
     }
 
     private func updateClaims() {

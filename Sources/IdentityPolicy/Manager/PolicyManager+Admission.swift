@@ -59,12 +59,6 @@ extension PolicyManager {
         backgroundWork.start { [self] in
             do throws(AdmissionError) {
                 try await admit(account, reason: reason)
-                // Ended by the manager's `run()` (a shutdown) while the checks ran: the operation does not start.
-                if Task.isCancelled {
-                    throw AdmissionError(
-                        account: account, result: .canceled,
-                        cause: .unavailable("the policy manager's run() ended before the operation started"))
-                }
             } catch {
                 queue.async { completionHandler(error) }
                 return

@@ -147,8 +147,7 @@ extension PolicyManager {
             ) { answer in
                 delegate.blockAccount(account, reason: reason, window: window, completionHandler: answer)
             }
-            // Cancelled by the end of `run()` (a shutdown): no answer was refused, so no restart is asked.
-            if result == .failed, !Task.isCancelled { self?.restartApplication() }
+            if result == .failed { self?.restartApplication() }
         }
     }
 }

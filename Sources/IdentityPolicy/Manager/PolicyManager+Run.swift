@@ -5,11 +5,20 @@ extension PolicyManager {
     /// The manager's background work, for the service or app that owns the manager to run: until the calling
     /// task is cancelled, it reads the ``policySource`` again every ``RuntimeSettings/policyPollInterval``
     /// seconds (``reloadPolicies(timeout:)``; the interval is read again after each pass, so a change of
-    /// ``settings`` applies at the next one). When cancelled, it cancels the work the manager started on its
-    /// own and still has in flight (the checks of an identity switch, which then ends
-    /// ``SwitchIdentityResult/canceled``; a delegate call awaited for a completion handler, which then gets
-    /// its `.failed` answer; an admission for a completion handler, refused), waits until all of it has ended,
-    /// and returns. Every completion handler has then been called, exactly once.
+    /// ``settings`` applies at the next one).
+    ///
+    /// When cancelled, it ends what the manager started on its own and waits for it, then returns:
+    /// - an identity switch whose conditional-launch checks are running completes ``SwitchIdentityResult/canceled``
+    ///   at once, as a newer call would supersede it; its checks' task is cancelled (a check that ignores
+    ///   cancellation is waited for), and what they decide afterwards is ignored (no identity is set, nobody is
+    ///   blocked);
+    /// - a delegate call (`blockAccount`, `addIdentity` for a completion handler) and an admission for a
+    ///   completion handler are not interrupted: `run()` waits for them (a delegate call is bounded by
+    ///   ``RuntimeSettings/delegateTimeout``; an admission by its checks), so an account blocked during a
+    ///   shutdown is still reported to the delegate.
+    ///
+    /// Every completion handler of that work has then been called, or dispatched to the queue it runs on.
+    /// Work started after `run()` returned is not waited for until `run()` runs and ends again.
     ///
     /// Nothing runs in the background unless something runs this: the initializer starts nothing. A service
     /// runs it beside its other long-lived work (the IdentityServiceLifecycle integration adapts it to
@@ -40,7 +49,11 @@ extension PolicyManager {
                 _ = try? await reloadPolicies()
             }
         }
-        await backgroundWork.cancelAll()
+        // A switch started while waiting is ended the same way at the next round.
+        repeat {
+            abandonSwitchesInFlight()
+            await backgroundWork.waitForCurrent()
+        } while backgroundWork.count > 0
     }
 
     /// ``RuntimeSettings/policyPollInterval``, at least a millisecond.

@@ -175,9 +175,6 @@ extension PolicyManager {
                     }
                     verdict = (outcome, identity)
                 }
-                // Cancelled by the end of the manager's `run()`: the switch is refused (canceled), and no account
-                // is blocked, since nobody cancelled its conditional launch.
-                if Task.isCancelled { verdict = (.cancels, nil) }
                 self?.finishSwitch(window: window, token: token, outcome: verdict.outcome, account: verdict.account)
             }
             attempt.setTask(task)
@@ -208,7 +205,7 @@ extension PolicyManager {
         _ checks: [any ConditionalLaunchCheck], identity: Identity, window: WindowID, attempt: SwitchAttempt
     ) async -> ConditionalLaunchOutcome {
         for check in checks {
-            if attempt.isCanceled || Task.isCancelled { return .cancels }
+            if attempt.isCanceled { return .cancels }
             let outcome = await check.evaluate(identity: identity, window: window)
             guard outcome == .passes else { return outcome }
         }
@@ -232,6 +229,13 @@ extension PolicyManager {
         }
         completion.deliver(result)
         if changed { send(.uiIdentityDidChange(window: window, identity: uiPolicyIdentity(for: window))) }
+    }
+
+    /// Ends every identity switch whose checks are running, as a newer call would supersede it: each completes
+    /// `.canceled`, its checks' task is cancelled, and what they decide afterwards is ignored (no identity is
+    /// set and nobody is blocked). For the end of ``run()``.
+    func abandonSwitchesInFlight() {
+        state.withLock { $0.switches.abandonAll() }.forEach(cancel)
     }
 
     func cancel(_ flight: UISwitchStateMachine.InFlight) {

@@ -117,6 +117,13 @@ struct UISwitchStateMachine {
         return (.runChecks(token: nextToken, superseded: superseded), false)
     }
 
+    /// Every switch in flight, taken out of the machine (the manager's `run()` ended): the caller completes each
+    /// `.canceled` and cancels its attempt, as for a superseded one; their checks' outcomes then find nothing.
+    mutating func abandonAll() -> [InFlight] {
+        defer { inFlight.removeAll() }
+        return Array(inFlight.values)
+    }
+
     /// The checks of `token` ended with `outcome`.
     mutating func finish(window: WindowID, token: UInt64, outcome: ConditionalLaunchOutcome) -> FinishAction {
         finishReportingChange(window: window, token: token, outcome: outcome).action

@@ -57,6 +57,8 @@ public final class DirectoryPolicySource: PolicySource {
     private let state = LockedValue(State())
     /// Serializes reloads (its manager's and explicit calls); never taken while `state` is held.
     private let reloading = LockedValue(())
+    /// Where ``reload(deadline:)`` reads.
+    private let readQueue = DispatchQueue(label: "identity-policy.directory-source")
 
     /// A source reading `directory`, read once before the initializer returns; ``reload()`` (and its manager's
     /// ``PolicyManager/run()``) read it again.
@@ -107,11 +109,14 @@ public final class DirectoryPolicySource: PolicySource {
         return scanned.changed
     }
 
-    /// ``reload()``, for ``PolicyManager/reloadPolicies(timeout:)``: the directory is local, so it is read at
-    /// once, without suspending (the deadline is not needed).
+    /// ``reload()``, for ``PolicyManager/reloadPolicies(timeout:)`` and its manager's ``PolicyManager/run()``:
+    /// the directory is read on a dispatch queue of its own, so that the blocking file reads never hold a
+    /// thread of Swift concurrency's cooperative pool (the deadline is not needed: the directory is local).
     @discardableResult
     public func reload(deadline: ContinuousClock.Instant) async throws(PolicyDocumentError) -> Bool {
-        reload()
+        await withCheckedContinuation { (done: CheckedContinuation<Bool, Never>) in
+            readQueue.async { done.resume(returning: self.reload()) }
+        }
     }
 
     // MARK: Scanning

@@ -1,10 +1,13 @@
 import IdentityRuntime
 
 /// The work a manager starts on its own behalf, outside any caller's task: a delegate's answer awaited for a
-/// completion-handler call, the conditional-launch checks of an identity switch, an enrollment retry or
-/// check-in. Each piece is a task the manager keeps until it ends, so that the end of the manager's `run()`
-/// (a service shutting down) cancels what is still in flight and waits for it: nothing the manager started
-/// outlives the service that owns it.
+/// completion-handler call, the conditional-launch checks of an identity switch, an admission for a
+/// completion handler, an enrollment retry or check-in. Each piece is a task the manager keeps until it ends,
+/// so that the end of the manager's `run()` (a service shutting down) can wait for what is still in flight:
+/// nothing the manager started before then outlives the service that owns it.
+///
+/// Nothing here cancels: a piece runs to its end (a delegate call is bounded by `delegateTimeout`); the manager
+/// ends identity switches in flight through their own state, as a newer call supersedes them.
 ///
 /// A piece starts under no identity: it never runs as whoever happened to trigger it (it binds the identity
 /// it works for itself, as the switch checks do).
@@ -40,14 +43,11 @@ final class BackgroundWork: Sendable {
         state.withLock { $0.tasks.count }
     }
 
-    /// Cancels every piece in flight and waits until each has ended, including pieces they start meanwhile.
-    func cancelAll() async {
-        while true {
-            let tasks = state.withLock { Array($0.tasks.values) }
-            if tasks.isEmpty { return }
-            for task in tasks { task.cancel() }
-            for task in tasks { await task.value }
-        }
+    /// Waits until every piece in flight now has ended (pieces started meanwhile are not waited for: callers
+    /// loop while ``count`` is not zero, doing what must precede each round).
+    func waitForCurrent() async {
+        let tasks = state.withLock { Array($0.tasks.values) }
+        for task in tasks { await task.value }
     }
 
     private func finished(_ id: UInt64) {

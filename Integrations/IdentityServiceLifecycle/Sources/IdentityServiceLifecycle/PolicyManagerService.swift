@@ -6,10 +6,11 @@ import ServiceLifecycle
 /// long-lived work.
 ///
 /// ``run()`` runs `PolicyManager.run()` (the policy source re-read every `policyPollInterval`) and
-/// `EnrollmentManager.run()` until the group shuts down, gracefully or by cancellation. Then the managers end
-/// what they started and still have in flight (an identity switch's checks end `.canceled`, a delegate call
-/// awaited for a completion handler answers `.failed`, scheduled enrollment retries and check-ins are called
-/// off) and wait for it before ``run()`` returns: nothing a manager started outlives the group.
+/// `EnrollmentManager.run()` until the group shuts down, gracefully or by cancellation. Then it returns once
+/// what the managers started is over: an identity switch whose checks are running ends `.canceled` (nothing
+/// set, nobody blocked), delegate calls and admissions for completion handlers are waited for (not
+/// interrupted), scheduled enrollment retries and check-ins are called off and those running waited for.
+/// Nothing a manager started before the shutdown outlives the group.
 ///
 /// ```swift
 /// let policies = PolicyManager(settings: settings)
