@@ -19,32 +19,6 @@ final class BlockRecordingPolicyDelegate: PolicyDelegate {
     func restartApplication() -> Bool { true }
 }
 
-/// A scheduler that keeps every body, so that a test can run one whose cancel() came too late (a dispatch work
-/// item already executing when it is cancelled).
-final class KeepingScheduler: EnrollmentScheduler {
-    final class Work: ScheduledWork {
-        let seconds: TimeInterval
-        let body: @Sendable () -> Void
-        let canceled = LockedValue(false)
-        init(seconds: TimeInterval, body: @escaping @Sendable () -> Void) {
-            self.seconds = seconds
-            self.body = body
-        }
-        func cancel() { canceled.withLock { $0 = true } }
-        var isCanceled: Bool { canceled.withLock { $0 } }
-    }
-
-    let all = LockedValue<[Work]>([])
-
-    func schedule(after seconds: TimeInterval, _ work: @escaping @Sendable () -> Void) -> any ScheduledWork {
-        let item = Work(seconds: seconds, body: work)
-        all.withLock { $0.append(item) }
-        return item
-    }
-
-    var pending: [Work] { all.withLock { $0 }.filter { !$0.isCanceled } }
-}
-
 /// A check that runs until its task is cancelled, recording that it started.
 func checkUntilCancelled(_ started: Recorder<Bool>) -> ClosureConditionalLaunchCheck {
     ClosureConditionalLaunchCheck { _, _ in
@@ -391,7 +365,7 @@ struct BackgroundWorkTests {
     @Test("a check-in already running when run() called it off does not schedule another after run() returned")
     func lateCheckInDoesNotOutliveRun() async {
         let service = ScriptedService()
-        let scheduler = KeepingScheduler()
+        let scheduler = ManualScheduler()
         let enrollment = EnrollmentManager(policyManager: PolicyManager(settings: RuntimeSettings()), service: service, scheduler: scheduler)
         await enrollment.registerAndEnrollAccount(alice)
         let refresh = scheduler.pending[0]
