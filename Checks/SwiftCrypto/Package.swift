@@ -18,7 +18,8 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-crypto", from: "3.12.3"),
     ],
     targets: [
-        .target(name: "IdentityRuntime", swiftSettings: strictSettings),
+        .target(name: "IdentityRuntime", dependencies: ["CIdentityTask"], swiftSettings: strictSettings),
+        .target(name: "CIdentityTask"),
         // Still linked on Linux for <sys/xattr.h> (file owners); the crypto itself comes from swift-crypto.
         .systemLibrary(name: "CIdentityCrypto", pkgConfig: "libcrypto", providers: [.apt(["libssl-dev"])]),
         .target(
@@ -41,6 +42,11 @@ let package = Package(
         .target(name: "IdentityPolicy", dependencies: ["IdentityRuntime", "IdentityProtection", "IdentityJSON"], swiftSettings: strictSettings),
         .target(name: "IdentityTesting", dependencies: ["IdentityRuntime", "IdentityPolicy"], swiftSettings: strictSettings),
         .target(
+            name: "IdentityHTTP",
+            dependencies: ["IdentityRuntime", "IdentityAssertions", "IdentityProtection", "IdentityPolicy"],
+            swiftSettings: strictSettings
+        ),
+        .target(
             name: "IsolationStress",
             dependencies: ["IdentityRuntime", "IdentityProtection", "IdentityPolicy", "IdentityTesting"],
             swiftSettings: strictSettings
@@ -49,7 +55,7 @@ let package = Package(
             name: "identity-harness",
             dependencies: [
                 "IdentityRuntime", "IdentityTesting", "IdentityProtection", "IdentityAssertions", "IdentityCrypto",
-                "IdentityPolicy", "IsolationStress", .product(name: "Crypto", package: "swift-crypto"),
+                "IdentityPolicy", "IdentityHTTP", "IsolationStress", .product(name: "Crypto", package: "swift-crypto"),
             ],
             swiftSettings: strictSettings + [.define("IDENTITY_SWIFT_CRYPTO")]
         ),
