@@ -73,6 +73,21 @@ struct BackgroundWorkTests {
         #expect(await eventually { manager.policyErrors.isEmpty })
     }
 
+    @Test("a poll interval that is NaN, negative or zero polls every millisecond instead of trapping",
+          arguments: [Double.nan, -1, 0])
+    func oddPollInterval(seconds: Double) async throws {
+        let directory = try TemporaryDirectory()
+        var settings = RuntimeSettings()
+        settings.policyDirectory = directory.path
+        settings.policyPollInterval = seconds
+        let manager = PolicyManager(settings: settings)
+        let work = Task { await manager.run() }
+        try directory.write("alice.json", DirectoryPolicySourceTests.aliceDocument)
+        #expect(await eventually { manager.isManaged(alice) })
+        work.cancel()
+        await work.value
+    }
+
     @Test("run() cancelled before it starts, and two run()s at once, all return")
     func runEdgeCases() async {
         let manager = makeManager()

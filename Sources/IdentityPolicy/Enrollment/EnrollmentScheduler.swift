@@ -20,7 +20,7 @@ public struct DispatchEnrollmentScheduler: EnrollmentScheduler {
 
     public func schedule(after seconds: TimeInterval, _ work: @escaping @Sendable () -> Void) -> any ScheduledWork {
         let item = DispatchWorkItem(block: work)
-        DispatchQueue.global(qos: .utility).asyncAfter(deadline: .now() + .nanoseconds(Int(min(seconds, 1e9) * 1e9)), execute: item)
+        DispatchQueue.global(qos: .utility).asyncAfter(deadline: .now() + .nanoseconds(Int(seconds.clampedNanoseconds)), execute: item)
         return DispatchScheduledWork(item: item)
     }
 

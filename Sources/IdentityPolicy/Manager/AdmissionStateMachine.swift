@@ -95,7 +95,7 @@ struct AdmissionStateMachine {
 
     /// `seconds` (clamped to 0 ... 1e9) in nanoseconds.
     private static func nanoseconds(_ seconds: Double) -> UInt64 {
-        UInt64(max(0, min(seconds, 1e9)) * 1e9)
+        UInt64(seconds.clampedNanoseconds)
     }
 }
 

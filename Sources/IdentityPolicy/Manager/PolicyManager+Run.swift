@@ -45,7 +45,9 @@ extension PolicyManager {
                 } catch {
                     break
                 }
-                // Failures are kept by the source and reported by the manager; the next pass tries again.
+                // A read that fails is also in the source's `errors` (PolicySource's contract), which its change
+                // handler hands to the manager to list and report like every other policy error; the policies in
+                // force stay, and the next pass tries again. The thrown copy adds nothing.
                 _ = try? await reloadPolicies()
             }
         }
@@ -56,9 +58,8 @@ extension PolicyManager {
         } while backgroundWork.count > 0
     }
 
-    /// ``RuntimeSettings/policyPollInterval``, at least a millisecond.
+    /// ``RuntimeSettings/policyPollInterval``, at least a millisecond (a NaN or negative setting included).
     private var pollInterval: Duration {
-        let seconds = max(settings.policyPollInterval, 0.001)
-        return .nanoseconds(Int64(min(seconds, 1e9) * 1e9))
+        .nanoseconds(max(settings.policyPollInterval.clampedNanoseconds, 1_000_000))
     }
 }

@@ -27,7 +27,7 @@ final class DelegateAnswer<Result: Sendable>: Sendable {
         _ ask: (@escaping @Sendable (Result) -> Void) -> Void
     ) async -> Result {
         let answer = DelegateAnswer(operation: operation)
-        let nanoseconds = Int(min(max(timeout, 0), 1e9) * 1e9)
+        let nanoseconds = Int(timeout.clampedNanoseconds)
         DispatchQueue.global().asyncAfter(deadline: .now() + .nanoseconds(nanoseconds)) { [weak answer] in
             answer?.decide(onTimeout, fromDelegate: false)
         }
