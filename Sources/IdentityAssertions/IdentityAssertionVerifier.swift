@@ -217,6 +217,11 @@ public final class IdentityAssertionVerifier: Sendable {
     /// Reusable mode: the token is then kept, and answered from the cache at its next uses while it is valid.
     /// The ``observer``, if any, hears the outcome first.
     public func verify(_ token: String) throws(AssertionError) -> IdentityAssertion {
+        try verify(token[...])
+    }
+
+    /// `verify(_:)` of a token that is part of a larger string (a header value), without a copy.
+    package func verify(_ token: Substring) throws(AssertionError) -> IdentityAssertion {
         guard let observer else { return try verified(token).assertion }
         let result: (assertion: IdentityAssertion, fromCache: Bool)
         do throws(AssertionError) {
@@ -230,7 +235,7 @@ public final class IdentityAssertionVerifier: Sendable {
     }
 
     /// ``verify(_:)`` without the observer; `fromCache`: reusable mode answered from its token cache.
-    private func verified(_ token: String) throws(AssertionError) -> (assertion: IdentityAssertion, fromCache: Bool) {
+    private func verified(_ token: Substring) throws(AssertionError) -> (assertion: IdentityAssertion, fromCache: Bool) {
         switch mode {
         case .singleUse:
             let checked = try check(Array(token.utf8))
@@ -247,7 +252,7 @@ public final class IdentityAssertionVerifier: Sendable {
     }
 
     /// Reusable mode: the cached answer for exactly these bytes, else a full verification, then cached.
-    private func verifyReusable(_ token: String) throws(AssertionError) -> (assertion: IdentityAssertion, fromCache: Bool) {
+    private func verifyReusable(_ token: Substring) throws(AssertionError) -> (assertion: IdentityAssertion, fromCache: Bool) {
         var token = token
         token.makeContiguousUTF8()
         let cached = token.utf8.withContiguousStorageIfAvailable { bytes in
@@ -273,13 +278,20 @@ public final class IdentityAssertionVerifier: Sendable {
         return (checked.assertion, false)
     }
 
-    /// The key of a token's bytes in the token cache: their hash with the process's seed. A SHA-256 cost ten times
-    /// as much (a third of a gRPC call's identity overhead, in instructions); the cache compares the bytes anyway.
+    /// The key of a token's bytes in the token cache: the hash, with the process's seed, of its last
+    /// ``cacheKeyLength`` bytes, which lie in the signature (86 characters for Ed25519). A SHA-256 of the whole
+    /// token cost ten times as much (a third of a gRPC call's identity overhead, in instructions), and hashing
+    /// all of it four times as much as the tail. The cache compares every byte before it answers, and keeps only
+    /// tokens that passed a full verification, so two tokens with one key cost a verification, never a wrong
+    /// answer; making valid tokens collide on purpose takes a signing key.
     private static func cacheKey(_ bytes: UnsafeRawBufferPointer) -> Int {
         var hasher = Hasher()
-        hasher.combine(bytes: bytes)
+        hasher.combine(bytes: UnsafeRawBufferPointer(rebasing: bytes.suffix(cacheKeyLength)))
         return hasher.finalize()
     }
+
+    /// How many of a token's last bytes its cache key hashes.
+    private static let cacheKeyLength = 32
 
     /// Every check but the replay cache, of the token whose UTF-8 is `bytes`.
     private func check(_ bytes: [UInt8]) throws(AssertionError) -> Checked {

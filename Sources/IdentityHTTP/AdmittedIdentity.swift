@@ -12,31 +12,47 @@ import IdentityRuntime
 /// operation, a file write) still runs under it. Only the integrations make one for a request, after the
 /// token was verified and the account admitted; one made by hand admits nobody.
 public struct AdmittedIdentity: Sendable {
+    // One reference: a request context is copied at every middleware and handler it passes through, and the
+    // policy and the assertion hold a dozen references between them.
+    private final class Storage: Sendable {
+        let account: Identity
+        let tenant: String
+        let policy: Policy
+        let assertion: IdentityAssertion
+        let source: Source
+
+        init(account: Identity, tenant: String, policy: Policy, assertion: IdentityAssertion, source: Source) {
+            self.account = account
+            self.tenant = tenant
+            self.policy = policy
+            self.assertion = assertion
+            self.source = source
+        }
+    }
+
+    private let storage: Storage
+
     /// Where the identity came from: the dedicated assertion header (for gRPC, the metadata key of that name)
     /// or `Authorization: Bearer <token>`.
     public typealias Source = IdentityHTTPToken.Source
 
     /// The account the request is for (the assertion's `sub`).
-    public let account: Identity
+    public var account: Identity { storage.account }
     /// Its tenant: the runtime's tenant of the account (`PolicyManager.tenant(for:)`: its registered tenant ID,
     /// else the domain of its name, else its own tenant, `name@`).
-    public let tenant: String
+    public var tenant: String { storage.tenant }
     /// The account's policy (`PolicyManager.policy(for:)`), fixed when the request was admitted.
-    public let policy: Policy
+    public var policy: Policy { storage.policy }
     /// The verified assertion (issuer, audience, expiry, token ID). Never forward its token (a single-use
     /// verifier has used it up, and its audience is this service); a call to another service signs a new one
     /// for that service's audience.
-    public let assertion: IdentityAssertion
+    public var assertion: IdentityAssertion { storage.assertion }
     /// Which header carried it.
-    public let source: Source
+    public var source: Source { storage.source }
 
     /// An admitted identity with these parts.
     public init(account: Identity, tenant: String, policy: Policy, assertion: IdentityAssertion, source: Source) {
-        self.account = account
-        self.tenant = tenant
-        self.policy = policy
-        self.assertion = assertion
-        self.source = source
+        storage = Storage(account: account, tenant: tenant, policy: policy, assertion: assertion, source: source)
     }
 
     /// The identity a verification found: its account, tenant, policy, assertion and token source. (It is

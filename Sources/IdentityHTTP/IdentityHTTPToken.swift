@@ -22,7 +22,9 @@ public struct IdentityHTTPToken: Sendable, Hashable {
     }
 
     /// The compact JWS, as sent.
-    public let token: String
+    public var token: String { String(text) }
+    /// The token where it was found: the verifier reads it there, without a copy of its bytes.
+    package let text: Substring
     /// Which header carried it.
     public let source: Source
 
@@ -44,8 +46,8 @@ public struct IdentityHTTPToken: Sendable, Hashable {
         }
         if let token = values.first {
             self.init(token: token, source: .assertionHeader)
-        } else if acceptsBearerToken, let authorization, let token = Self.bearerToken(inAuthorization: authorization) {
-            self.init(token: token, source: .bearerToken)
+        } else if acceptsBearerToken, let authorization, let token = Self.bearerTokenText(inAuthorization: authorization) {
+            self.init(text: token, source: .bearerToken)
         } else {
             throw .missingToken(typeBase: problemTypeBase)
         }
@@ -53,28 +55,42 @@ public struct IdentityHTTPToken: Sendable, Hashable {
 
     /// A token and where it was found.
     public init(token: String, source: Source) {
-        self.token = token
+        self.init(text: token[...], source: source)
+    }
+
+    private init(text: Substring, source: Source) {
+        self.text = text
         self.source = source
     }
 
     /// The token of an `Authorization` value of the `Bearer` scheme (RFC 6750 §2.1: the scheme is
     /// case-insensitive, one space, then the token), else `nil`.
     public static func bearerToken(inAuthorization value: String) -> String? {
+        bearerTokenText(inAuthorization: value).map(String.init)
+    }
+
+    /// ``bearerToken(inAuthorization:)`` as a slice of `value`.
+    private static func bearerTokenText(inAuthorization value: String) -> Substring? {
         // The usual value: the scheme in ASCII followed by an ASCII byte (or nothing). Seven bytes are then seven
         // characters (an ASCII byte joins the one before it only in CR LF), so the scheme is compared and cut on
         // the UTF-8 view: no grapheme breaking, no lower-cased copy, for every request.
         let utf8 = value.utf8
         if utf8.count >= 7, utf8.count == 7 || utf8[utf8.index(utf8.startIndex, offsetBy: 7)] < 0x80 {
+            var index = utf8.startIndex
             var matches = true
-            for (byte, expected) in zip(utf8, "bearer ".utf8) where byte | (byte >= 0x41 && byte <= 0x5A ? 0x20 : 0) != expected {
-                matches = false
-                break
+            for expected in "bearer ".utf8 {
+                let byte = utf8[index]
+                if byte | (byte >= 0x41 && byte <= 0x5A ? 0x20 : 0) != expected {
+                    matches = false
+                    break
+                }
+                utf8.formIndex(after: &index)
             }
-            if matches { return String(value[utf8.index(utf8.startIndex, offsetBy: 7)...]) }
+            if matches { return value[index...] }
             if utf8.prefix(7).allSatisfy({ $0 < 0x80 }) { return nil }
         }
         let scheme = value.prefix(7)
         guard scheme.count == 7, scheme.lowercased() == "bearer " else { return nil }
-        return String(value.dropFirst(7))
+        return value.dropFirst(7)
     }
 }

@@ -42,7 +42,7 @@ public struct IdentityHTTPVerification: Sendable {
         checksTenant: Bool, problemTypeBase: String = IdentityHTTPProblem.defaultTypeBase
     ) throws(IdentityHTTPProblem) {
         let assertion: IdentityAssertion
-        do { assertion = try verifier.verify(token.token) } catch {
+        do { assertion = try verifier.verify(token.text) } catch {
             throw .token(error, typeBase: problemTypeBase)
         }
         let account = assertion.account

@@ -64,6 +64,24 @@ struct VerifierModeTests {
         #expect(try f.verifier.verify(token).account == "alice@contoso.com")
     }
 
+    @Test("reusable: a token that ends as a cached one (its cache key) but differs before is verified in full and refused")
+    func sameTailIsNotTheToken() throws {
+        let f = try ReusableFixture()
+        let token = try f.base.token()
+        _ = try f.verifier.verify(token)
+        // Every byte of the header, the claims and the signature's head changed in turn, the last 32 kept: each
+        // finds the cached entry by its key, and none is answered from it.
+        var bytes = Array(token.utf8)
+        for index in stride(from: 0, to: bytes.count - 32, by: 7) {
+            let original = bytes[index]
+            bytes[index] = original == UInt8(ascii: "A") ? UInt8(ascii: "B") : UInt8(ascii: "A")
+            #expect(refusalCode(f.verifier, String(decoding: bytes, as: UTF8.self)) != nil, "byte \(index)")
+            bytes[index] = original
+        }
+        #expect(f.verifier.cachedTokenCount == 1)
+        #expect(try f.verifier.verify(token).account == "alice@contoso.com")
+    }
+
     @Test("reusable: a string Swift finds equal to a cached token (the Kelvin sign for K) is not that token")
     func canonicalEquivalentIsNotTheToken() throws {
         let f = try ReusableFixture()

@@ -2,16 +2,39 @@ import IdentityRuntime
 
 /// Why an account asks to be admitted: free text for logs and checks ("GET /documents"), or one of the
 /// named reasons. A string literal, interpolations included, is one.
+///
+/// Two reasons are equal when their descriptions are: `AdmissionReason(method: "GET", path: "/documents")`
+/// equals `AdmissionReason("GET /documents")`.
 public struct AdmissionReason: Sendable, Hashable, ExpressibleByStringInterpolation, CustomStringConvertible {
-    public let description: String
+    // A request's method and path are kept apart until someone reads the description: an admission that no check
+    // or observer looks at (the usual one) then builds no string. Two plain fields, not an enum of the two forms:
+    // copying the reason is then two retains.
+    /// The text, or a request's method.
+    private let head: String
+    /// A request's path; `nil` for a reason made of text.
+    private let path: String?
+
+    /// What the reason says: the text it was made from, or `METHOD /path` for a request.
+    public var description: String {
+        guard let path else { return head }
+        return head + " " + path
+    }
 
     /// A reason described by `description`.
     public init(_ description: String) {
-        self.description = description
+        head = description
+        path = nil
     }
 
     public init(stringLiteral value: String) {
         self.init(value)
+    }
+
+    /// An HTTP request, described as `METHOD /path` (the form the HTTP middlewares give), built only when
+    /// ``description`` is read.
+    public init(method: String, path: String) {
+        head = method
+        self.path = path
     }
 
     /// The reason of an identity switch, for code that admits where an app would switch.
@@ -21,6 +44,20 @@ public struct AdmissionReason: Sendable, Hashable, ExpressibleByStringInterpolat
 
     /// A request to the service, the default.
     public static let request: AdmissionReason = "request"
+
+    /// Whether the two reasons read the same (``description``), however each was made.
+    public static func == (lhs: AdmissionReason, rhs: AdmissionReason) -> Bool {
+        if lhs.head == rhs.head && lhs.path == rhs.path { return true }
+        // Two texts that differ read differently. Otherwise the descriptions decide: the request `GET` `/a`
+        // reads as the text "GET /a", and as the request split as `GET /` and `a`.
+        if lhs.path == nil && rhs.path == nil { return false }
+        return lhs.description == rhs.description
+    }
+
+    /// Hashes the ``description``, as `==` compares it.
+    public func hash(into hasher: inout Hasher) {
+        hasher.combine(description)
+    }
 }
 
 /// What an ``AdmissionCheck`` decided.

@@ -50,6 +50,10 @@ import IdentityRuntime
 /// - `Task.detached`, a raw `DispatchQueue`, a raw `Thread` or a NIO event loop callback do **not** carry it:
 ///   capture an `IdentitySnapshot` and run the work with `snapshot.run { … }`.
 /// - Middleware added *before* this one, and the router's error handling, run without it.
+/// - Log lines: the middleware writes nothing into `context.logger` (one metadata write per request cost more
+///   than the rest of the middleware with swift-log's stream handler). Install IdentityLogging's
+///   `Logger.MetadataProvider.identity(policyManager:)`: every line logged under the admitted identity then
+///   names the account and its tenant, whichever logger writes it.
 /// - A response body written by a closure (`ResponseBody { writer in … }`) is written after the handler
 ///   returns, outside the scope: capture an `IdentitySnapshot` in the handler and run the writer's work in it.
 /// - With a single-use verifier the verified token is used up (replay protection). Either way, a call to
@@ -105,8 +109,7 @@ public struct IdentityMiddleware<Context: IdentityRequestContext>: RouterMiddlew
         let admitted = try verify(request)
         var context = context
         context.admittedIdentity = admitted
-        context.logger[metadataKey: "identity"] = .string(admitted.account.name)
-        let reason = AdmissionReason("\(request.method) \(request.uri.path)")
+        let reason = AdmissionReason(method: request.method.rawValue, path: request.uri.path)
         // The operation's own errors travel inside the result, so that whatever withAdmittedIdentity throws
         // is a refusal at the door (an AdmissionError) and never an error of the handler.
         let outcome: Result<Response, any Error>
@@ -124,12 +127,22 @@ public struct IdentityMiddleware<Context: IdentityRequestContext>: RouterMiddlew
     /// uses the token up (replay protection). It sets nothing on the request and admits no one.
     public func verify(_ request: Request) throws(IdentityProblem) -> AdmittedIdentity {
         let verified: IdentityHTTPVerification
+        // One pass over the fields: a lookup by name joins the values into a new string (the whole token) for
+        // each request. Several Authorization lines are joined with ", ", as HTTPFields joins them: one value,
+        // never resolved by picking one.
+        var assertions: [String] = []
+        var authorization: String?
+        for field in request.headers {
+            if field.name == assertionHeader {
+                assertions.append(field.value)
+            } else if field.name == .authorization {
+                authorization = authorization.map { $0 + ", " + field.value } ?? field.value
+            }
+        }
         do {
-            // HTTPFields joins several Authorization lines with ", ": one value, never resolved by picking one.
             let token = try IdentityHTTPToken(
-                assertionHeader: assertionHeader.description, values: request.headers[values: assertionHeader],
-                authorization: request.headers[.authorization], acceptsBearerToken: acceptsBearerToken,
-                problemTypeBase: problemTypeBase)
+                assertionHeader: assertionHeader.description, values: assertions, authorization: authorization,
+                acceptsBearerToken: acceptsBearerToken, problemTypeBase: problemTypeBase)
             verified = try IdentityHTTPVerification(
                 token: token, verifier: verifier, policies: policies, checksTenant: checksTenant,
                 problemTypeBase: problemTypeBase)

@@ -58,6 +58,10 @@ import Vapor
 ///   on the stack, and an `EventLoopFuture` handler's callbacks run later on the event loop, outside it, where
 ///   they have no identity (and data owned by managed accounts is refused to them).
 /// - Middleware added *before* this one (the application's `ErrorMiddleware`, for instance) runs without it.
+/// - Log lines: the middleware writes nothing into `request.logger` (one metadata write per request cost more
+///   than the rest of the middleware). Install IdentityLogging's `Logger.MetadataProvider.identity(policyManager:)`:
+///   every line logged under the admitted identity then names the account and its tenant, whichever logger
+///   writes it.
 /// - A streamed response body (`Response.Body(asyncStream:)`, `managedAsyncStream:`, `stream:`) is written
 ///   after the handler returns, outside the scope: capture an `IdentitySnapshot` in the handler and run the
 ///   writer's work in it. A streamed *request* body read in the handler (`for try await chunk in
@@ -87,6 +91,8 @@ public struct IdentityMiddleware: AsyncMiddleware {
     /// The start of each problem's `type` URI; the problem's code follows it. The default is under the
     /// reserved `.invalid` domain (RFC 2606), which never resolves: set your own documentation URL.
     public let problemTypeBase: String
+    /// ``assertionHeader`` as problem details name it, written once rather than at every request.
+    private let assertionHeaderName: String
 
     /// - Parameters:
     ///   - verifier: the assertion verifier of this service (its audience, trusted issuers and keys).
@@ -104,6 +110,7 @@ public struct IdentityMiddleware: AsyncMiddleware {
         self.verifier = verifier
         self.policies = policies
         self.assertionHeader = assertionHeader
+        self.assertionHeaderName = "\(assertionHeader)"
         self.acceptsBearerToken = acceptsBearerToken
         self.checksTenant = checksTenant
         self.problemTypeBase = problemTypeBase
@@ -114,7 +121,6 @@ public struct IdentityMiddleware: AsyncMiddleware {
     public func respond(to request: Request, chainingTo next: any AsyncResponder) async throws -> Response {
         let admitted: AdmittedIdentity
         do { admitted = try verify(request) } catch { return error.response() }
-        request.logger[metadataKey: "identity"] = .string(admitted.account.name)
         return try await admit(admitted, of: request, reason: reason(of: request), chainingTo: next)
     }
 
@@ -126,7 +132,6 @@ public struct IdentityMiddleware: AsyncMiddleware {
     public func respond(to request: Request, chainingTo next: any Responder) -> EventLoopFuture<Response> {
         let admitted: AdmittedIdentity
         do { admitted = try verify(request) } catch { return request.eventLoop.makeSucceededFuture(error.response()) }
-        request.logger[metadataKey: "identity"] = .string(admitted.account.name)
         let reason = reason(of: request)
         let decided: Bool
         do {
@@ -169,7 +174,7 @@ public struct IdentityMiddleware: AsyncMiddleware {
 
     /// The admission reason: `"METHOD /path"`.
     private func reason(of request: Request) -> AdmissionReason {
-        AdmissionReason("\(request.method.rawValue) \(request.url.path)")
+        AdmissionReason(method: request.method.rawValue, path: request.url.path)
     }
 
     /// Steps 1 to 4: the verified identity of `request`, its tenant and its policy, or the problem. Verifying
@@ -189,10 +194,12 @@ public struct IdentityMiddleware: AsyncMiddleware {
     private func token(of request: Request) throws(IdentityHTTPProblem) -> IdentityHTTPToken {
         // Several Authorization lines are read as one, comma-joined (as HTTPFields reads them for
         // IdentityHummingbird): never resolved by picking one.
+        // A single line is taken as it is: joining one value copies the whole token.
         let authorizations = request.headers[.authorization]
         return try IdentityHTTPToken(
-            assertionHeader: "\(assertionHeader)", values: request.headers[assertionHeader],
-            authorization: authorizations.isEmpty ? nil : authorizations.joined(separator: ", "),
+            assertionHeader: assertionHeaderName, values: request.headers[assertionHeader],
+            authorization: authorizations.count == 1 ? authorizations[0]
+                : authorizations.isEmpty ? nil : authorizations.joined(separator: ", "),
             acceptsBearerToken: acceptsBearerToken, problemTypeBase: problemTypeBase)
     }
 }
