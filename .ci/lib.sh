@@ -378,8 +378,8 @@ step_edge() {
 }
 
 # What IdentityMiddleware adds to a request of the light route, in instructions (Benchmarks/Edge/callgrind.sh: the
-# Hummingbird router driven in process under callgrind), against .ci/edge-instruction-limits. Uses the release
-# build step_edge made.
+# Hummingbird router and the Vapor application driven in process under callgrind), against
+# .ci/edge-instruction-limits. Builds in the release folder step_edge filled.
 step_edge_callgrind() {
     EDGE_SCRATCH_PATH="$integrations_release_build" Benchmarks/Edge/callgrind.sh --check .ci/edge-instruction-limits
 }
@@ -413,6 +413,6 @@ full_lane() {
     ci_step "Integrations/IdentityPostgres under ThreadSanitizer (stores, offline, kill and restart, tenant isolation)" step_postgres_tsan
     ci_step "Examples/TenantService: tenant-load, with and without the middleware and a bare check, documents in PostgreSQL" step_load
     ci_step "Benchmarks/Edge: IdentityMiddleware under wrk, Hummingbird and Vapor, release" step_edge
-    ci_step "callgrind gate: what IdentityMiddleware adds to a Hummingbird request, release" step_edge_callgrind
+    ci_step "callgrind gate: what IdentityMiddleware adds to a request, Hummingbird and Vapor, release" step_edge_callgrind
     ci_step "Benchmarks/: allocation thresholds" step_benchmarks
 }

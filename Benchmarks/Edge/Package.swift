@@ -38,13 +38,22 @@ let package = Package(
             swiftSettings: [.enableUpcomingFeature("ExistentialAny")]
         ),
         .executableTarget(
-            name: "identity-edge-calls",
+            name: "identity-edge-calls-hummingbird",
             dependencies: [
                 "EdgeService",
                 .product(name: "IdentityHummingbird", package: "IdentityHummingbird"),
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "NIOEmbedded", package: "swift-nio"),
+            ],
+            swiftSettings: [.enableUpcomingFeature("ExistentialAny")]
+        ),
+        .executableTarget(
+            name: "identity-edge-calls-vapor",
+            dependencies: [
+                "EdgeService",
+                .product(name: "IdentityVapor", package: "IdentityVapor"),
+                .product(name: "Vapor", package: "vapor"),
             ],
             swiftSettings: [.enableUpcomingFeature("ExistentialAny")]
         ),

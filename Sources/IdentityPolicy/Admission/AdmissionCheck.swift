@@ -3,21 +3,22 @@ import IdentityRuntime
 /// Why an account asks to be admitted: free text for logs and checks ("GET /documents"), or one of the
 /// named reasons. A string literal, interpolations included, is one.
 ///
-/// Two reasons are equal when their descriptions are: `AdmissionReason(method: "GET", path: "/documents")`
+/// Two reasons are equal when their descriptions are: `AdmissionReason(method: "GET") { "/documents" }`
 /// equals `AdmissionReason("GET /documents")`.
 public struct AdmissionReason: Sendable, Hashable, ExpressibleByStringInterpolation, CustomStringConvertible {
-    // A request's method and path are kept apart until someone reads the description: an admission that no check
-    // or observer looks at (the usual one) then builds no string. Two plain fields, not an enum of the two forms:
-    // copying the reason is then two retains.
+    // A request's path is asked for only when someone reads the description: an admission that no check or
+    // observer looks at (the usual one) then neither builds a string nor finds the path (Vapor's `URI.path`
+    // parses the URL again with Foundation: 25,000 instructions). Two plain fields, not an enum of the two
+    // forms: copying the reason is then two retains.
     /// The text, or a request's method.
     private let head: String
     /// A request's path; `nil` for a reason made of text.
-    private let path: String?
+    private let path: (@Sendable () -> String)?
 
     /// What the reason says: the text it was made from, or `METHOD /path` for a request.
     public var description: String {
         guard let path else { return head }
-        return head + " " + path
+        return head + " " + path()
     }
 
     /// A reason described by `description`.
@@ -30,9 +31,10 @@ public struct AdmissionReason: Sendable, Hashable, ExpressibleByStringInterpolat
         self.init(value)
     }
 
-    /// An HTTP request, described as `METHOD /path` (the form the HTTP middlewares give), built only when
-    /// ``description`` is read.
-    public init(method: String, path: String) {
+    /// An HTTP request, described as `METHOD /path` (the form the HTTP middlewares give). `path` is called
+    /// each time ``description`` is read, and only then (a check or an observer that looks at the reason, or
+    /// a comparison): pass the request's path as the framework computes it, `{ request.url.path }`.
+    public init(method: String, path: @escaping @Sendable () -> String) {
         head = method
         self.path = path
     }
@@ -47,10 +49,9 @@ public struct AdmissionReason: Sendable, Hashable, ExpressibleByStringInterpolat
 
     /// Whether the two reasons read the same (``description``), however each was made.
     public static func == (lhs: AdmissionReason, rhs: AdmissionReason) -> Bool {
-        if lhs.head == rhs.head && lhs.path == rhs.path { return true }
-        // Two texts that differ read differently. Otherwise the descriptions decide: the request `GET` `/a`
-        // reads as the text "GET /a", and as the request split as `GET /` and `a`.
-        if lhs.path == nil && rhs.path == nil { return false }
+        // Two texts compare as texts. Otherwise the descriptions decide: the request `GET` `/a` reads as the text
+        // "GET /a", and as the request split as `GET /` and `a`.
+        if lhs.path == nil && rhs.path == nil { return lhs.head == rhs.head }
         return lhs.description == rhs.description
     }
 

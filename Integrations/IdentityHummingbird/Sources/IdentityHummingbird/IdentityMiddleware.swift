@@ -109,7 +109,9 @@ public struct IdentityMiddleware<Context: IdentityRequestContext>: RouterMiddlew
         let admitted = try verify(request)
         var context = context
         context.admittedIdentity = admitted
-        let reason = AdmissionReason(method: request.method.rawValue, path: request.uri.path)
+        // The path is found only if a check or an observer reads the reason.
+        let uri = request.uri
+        let reason = AdmissionReason(method: request.method.rawValue) { uri.path }
         // The operation's own errors travel inside the result, so that whatever withAdmittedIdentity throws
         // is a refusal at the door (an AdmissionError) and never an error of the handler.
         let outcome: Result<Response, any Error>

@@ -174,7 +174,7 @@ public struct IdentityMiddleware: AsyncMiddleware {
 
     /// The admission reason: `"METHOD /path"`.
     private func reason(of request: Request) -> AdmissionReason {
-        AdmissionReason(method: request.method.rawValue, path: request.url.path)
+        AdmissionReason(method: request.method.rawValue) { request.url.path }
     }
 
     /// Steps 1 to 4: the verified identity of `request`, its tenant and its policy, or the problem. Verifying

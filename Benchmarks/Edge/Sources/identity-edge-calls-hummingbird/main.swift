@@ -3,7 +3,7 @@
 // follow). Each request goes through the router's responder: route lookup, the middleware on /identity, the
 // handler. Requests cycle over the 64 accounts' bearer tokens, every token verified once before counting.
 //
-//     identity-edge-calls plain|identity COUNT
+//     identity-edge-calls-hummingbird plain|identity COUNT
 //
 // Instructions per request: (total(COUNT) - total(0)) / COUNT, as scripts/callgrind-pairs.sh computes them.
 import Dispatch
@@ -38,7 +38,7 @@ router.group("identity")
     .get("hello", use: hello)
 let responder = router.buildResponder()
 let logger = {
-    var logger = Logger(label: "identity-edge-calls")
+    var logger = Logger(label: "identity-edge-calls-hummingbird")
     logger.logLevel = .warning
     return logger
 }()
