@@ -33,7 +33,9 @@ public struct AdmissionReason: Sendable, Hashable, ExpressibleByStringInterpolat
 
     /// An HTTP request, described as `METHOD /path` (the form the HTTP middlewares give). `path` is called
     /// each time ``description`` is read, and only then (a check or an observer that looks at the reason, or
-    /// a comparison): pass the request's path as the framework computes it, `{ request.url.path }`.
+    /// a comparison): pass the request's path as the framework computes it from a copy of the URL taken at
+    /// admission (`let url = request.url` then `{ url.path }`). It must answer the same text every time:
+    /// equality and hashing read it.
     public init(method: String, path: @escaping @Sendable () -> String) {
         head = method
         self.path = path

@@ -174,7 +174,9 @@ public struct IdentityMiddleware: AsyncMiddleware {
 
     /// The admission reason: `"METHOD /path"`.
     private func reason(of request: Request) -> AdmissionReason {
-        AdmissionReason(method: request.method.rawValue) { request.url.path }
+        // The URL as admitted (a later rewrite does not change the reason), without holding the request.
+        let url = request.url
+        return AdmissionReason(method: request.method.rawValue) { url.path }
     }
 
     /// Steps 1 to 4: the verified identity of `request`, its tenant and its policy, or the problem. Verifying
