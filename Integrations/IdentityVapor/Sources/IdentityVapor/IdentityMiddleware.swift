@@ -195,13 +195,12 @@ public struct IdentityMiddleware: AsyncMiddleware {
 
     private func token(of request: Request) throws(IdentityHTTPProblem) -> IdentityHTTPToken {
         // Several Authorization lines are read as one, comma-joined (as HTTPFields reads them for
-        // IdentityHummingbird): never resolved by picking one.
-        // A single line is taken as it is: joining one value copies the whole token.
+        // IdentityHummingbird): never resolved by picking one. A single line is taken as it is: joining one
+        // value copies the whole token.
         let authorizations = request.headers[.authorization]
         return try IdentityHTTPToken(
             assertionHeader: assertionHeaderName, values: request.headers[assertionHeader],
-            authorization: authorizations.count == 1 ? authorizations[0]
-                : authorizations.isEmpty ? nil : authorizations.joined(separator: ", "),
+            authorization: authorizations.count > 1 ? authorizations.joined(separator: ", ") : authorizations.first,
             acceptsBearerToken: acceptsBearerToken, problemTypeBase: problemTypeBase)
     }
 }
