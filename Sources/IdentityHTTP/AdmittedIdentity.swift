@@ -63,3 +63,18 @@ public struct AdmittedIdentity: Sendable {
             assertion: verification.assertion, source: verification.source)
     }
 }
+
+extension AdmittedIdentity: CustomStringConvertible, CustomReflectable {
+    /// The account, its tenant and the header that carried it: `AdmittedIdentity(alice@contoso.com, tenant:
+    /// contoso.com, source: bearerToken)`. The token is not part of it.
+    public var description: String {
+        "AdmittedIdentity(\(account.name), tenant: \(tenant), source: \(source))"
+    }
+
+    /// The five parts by name, as `dump` shows a structure's stored properties (they live behind one reference).
+    public var customMirror: Mirror {
+        Mirror(self, children: [
+            "account": account, "tenant": tenant, "policy": policy, "assertion": assertion, "source": source,
+        ], displayStyle: .struct)
+    }
+}

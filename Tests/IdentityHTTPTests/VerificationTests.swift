@@ -45,6 +45,16 @@ struct VerificationTests {
         #expect(admitted.assertion.tokenID == verified.assertion.tokenID)
     }
 
+    @Test("an admitted identity prints its account, tenant and source, and dumps its parts by name, never its token")
+    func admittedIdentityPrintsItsParts() throws {
+        source.load(tenants: ["contoso.com": .unrestricted])
+        let token = try signer.sign(account: "alice@contoso.com", tenant: "contoso.com", audience: "documents")
+        let admitted = AdmittedIdentity(try verify(token))
+        #expect(admitted.description == "AdmittedIdentity(alice@contoso.com, tenant: contoso.com, source: bearerToken)")
+        #expect(Mirror(reflecting: admitted).children.map(\.label) == ["account", "tenant", "policy", "assertion", "source"])
+        #expect(!"\(admitted)".contains(token))
+    }
+
     @Test("a forged or foreign token is its 401 before anything else, even before the policies load")
     func tokenFirst() throws {
         let other = IdentityAssertionSigner(key: try AssertionSigningKey(), keyID: "k1", issuer: "gateway")
