@@ -46,10 +46,10 @@ for framework in $frameworks; do
     # (the symbol table stays, so callgrind_annotate still names every function).
     cp "$scratch/release/identity-edge-calls-$framework" "$work/calls"
     strip --strip-debug "$work/calls"
-    plain="$(per_request plain)"
+    baseline="$(per_request baseline)"
     identity="$(per_request identity)"
-    added=$((identity - plain))
-    echo "| $framework | $plain | $identity | $added |"
+    added=$((identity - baseline))
+    echo "| $framework | $baseline | $identity | $added |"
     if [ -n "$limits" ]; then
         limit="$(awk -v p="$framework-middleware" '$1 == p && $2 == "ours" { print $3 }' "$limits")"
         if [ -z "$limit" ]; then

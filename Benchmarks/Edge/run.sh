@@ -83,10 +83,10 @@ for framework in $frameworks; do
     done
     # Warm-up: the token cache fills, the allocator and the branch predictors settle, on both routes.
     measure /identity/hello 2 >/dev/null
-    measure /plain/hello 2 >/dev/null
-    : >"$work/plain" ; : >"$work/identity"
+    measure /baseline/hello 2 >/dev/null
+    : >"$work/baseline" ; : >"$work/identity"
     for round in $(seq "$rounds"); do
-        if [ $((round % 2)) -eq 1 ]; then order="plain identity"; else order="identity plain"; fi
+        if [ $((round % 2)) -eq 1 ]; then order="baseline identity"; else order="identity baseline"; fi
         for route in $order; do
             result="$(measure "/$route/hello" "$seconds")"
             echo "$framework round $round /$route/hello: $result (req/s, p50 µs, p99 µs, server CPU µs per request)"
@@ -95,12 +95,12 @@ for framework in $frameworks; do
     done
     kill "$server_pid"; wait "$server_pid" 2>/dev/null || true; server_pid=""
     declare -A m=()
-    for route in plain identity; do
+    for route in baseline identity; do
         for column in 1 2 3 4; do m[$route.$column]="$(cut -d' ' -f"$column" "$work/$route" | median)"; done
     done
-    ratio="$(awk -v a="${m[identity.1]}" -v b="${m[plain.1]}" 'BEGIN { printf "%.2f", a / b }')"
-    rows+=("$(awk -v f="$framework" -v pr="${m[plain.1]}" -v ir="${m[identity.1]}" -v p5="${m[plain.2]}" \
-        -v i5="${m[identity.2]}" -v p9="${m[plain.3]}" -v i9="${m[identity.3]}" -v pc="${m[plain.4]}" \
+    ratio="$(awk -v a="${m[identity.1]}" -v b="${m[baseline.1]}" 'BEGIN { printf "%.2f", a / b }')"
+    rows+=("$(awk -v f="$framework" -v pr="${m[baseline.1]}" -v ir="${m[identity.1]}" -v p5="${m[baseline.2]}" \
+        -v i5="${m[identity.2]}" -v p9="${m[baseline.3]}" -v i9="${m[identity.3]}" -v pc="${m[baseline.4]}" \
         -v ic="${m[identity.4]}" 'BEGIN {
         printf "| %s | %.0f | %.0f | %.2f | %d / %d µs (%.2fx) | %d / %d µs (%.2fx) | %.1f / %.1f µs (+%.1f) |", f, pr, ir,
             ir / pr, p5, i5, i5 / p5, p9, i9, i9 / p9, pc, ic, ic - pc }')")

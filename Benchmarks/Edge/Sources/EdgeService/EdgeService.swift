@@ -1,6 +1,7 @@
 // What both servers of the wrk benchmark (run.sh) share: the routes, the body, the accounts and their tokens.
 //
-//     GET /plain/hello     a handler that returns a small JSON body
+//     GET /baseline/hello  a handler that returns a small JSON body (a segment as long as "identity", so
+//                          that both routes cost the router the same)
 //     GET /identity/hello  the same handler behind the framework's IdentityMiddleware (reusable bearer tokens)
 //
 // 64 accounts in 8 tenants (user-J@tenant-K.example), each with one bearer token signed at start (one hour),

@@ -3,7 +3,7 @@
 // follow). Each request goes through the router's responder: route lookup, the middleware on /identity, the
 // handler. Requests cycle over the 64 accounts' bearer tokens, every token verified once before counting.
 //
-//     identity-edge-calls-hummingbird plain|identity COUNT
+//     identity-edge-calls-hummingbird baseline|identity COUNT
 //
 // Instructions per request: (total(COUNT) - total(0)) / COUNT, as scripts/callgrind-pairs.sh computes them.
 import Dispatch
@@ -17,9 +17,9 @@ import NIOEmbedded
 import Synchronization
 
 let arguments = CommandLine.arguments
-guard arguments.count == 3, ["plain", "identity"].contains(arguments[1]), let count = Int(arguments[2]), count >= 0
+guard arguments.count == 3, ["baseline", "identity"].contains(arguments[1]), let count = Int(arguments[2]), count >= 0
 else {
-    FileHandle.standardError.write(Data("usage: \(arguments[0]) plain|identity COUNT\n".utf8))
+    FileHandle.standardError.write(Data("usage: \(arguments[0]) baseline|identity COUNT\n".utf8))
     exit(2)
 }
 let route = arguments[1]
@@ -32,7 +32,7 @@ let route = arguments[1]
 
 let service = try EdgeService()
 let router = Router(context: BasicIdentityRequestContext.self)
-router.group("plain").get("hello", use: hello)
+router.group("baseline").get("hello", use: hello)
 router.group("identity")
     .add(middleware: IdentityMiddleware(verifier: service.verifier, policies: service.policies))
     .get("hello", use: hello)

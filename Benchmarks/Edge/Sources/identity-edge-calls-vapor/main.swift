@@ -3,7 +3,7 @@
 // application's responder: route lookup, the middleware on /identity, the handler. Requests cycle over the 64
 // accounts' bearer tokens, every token verified once before counting.
 //
-//     identity-edge-calls-vapor plain|identity COUNT
+//     identity-edge-calls-vapor baseline|identity COUNT
 import Dispatch
 import EdgeService
 import Foundation
@@ -12,9 +12,9 @@ import Synchronization
 import Vapor
 
 let arguments = CommandLine.arguments
-guard arguments.count == 3, ["plain", "identity"].contains(arguments[1]), let count = Int(arguments[2]), count >= 0
+guard arguments.count == 3, ["baseline", "identity"].contains(arguments[1]), let count = Int(arguments[2]), count >= 0
 else {
-    FileHandle.standardError.write(Data("usage: \(arguments[0]) plain|identity COUNT\n".utf8))
+    FileHandle.standardError.write(Data("usage: \(arguments[0]) baseline|identity COUNT\n".utf8))
     exit(2)
 }
 let route = arguments[1]
@@ -41,7 +41,7 @@ Task.detached {
         environment.arguments = [arguments[0]]
         let app = try await Application.make(environment)
         app.logger.logLevel = .warning
-        app.grouped("plain").get("hello", use: hello)
+        app.grouped("baseline").get("hello", use: hello)
         app.grouped("identity")
             .grouped(IdentityMiddleware(verifier: service.verifier, policies: service.policies))
             .get("hello", use: hello)

@@ -17,7 +17,7 @@ try service.writeTokens(to: options.tokens)
 }
 
 let router = Router(context: BasicIdentityRequestContext.self)
-router.group("plain").get("hello", use: hello)
+router.group("baseline").get("hello", use: hello)
 router.group("identity")
     .add(middleware: IdentityMiddleware(verifier: service.verifier, policies: service.policies))
     .get("hello", use: hello)

@@ -26,7 +26,7 @@ app.http.server.configuration.port = options.port
     Response(status: .ok, headers: ["content-type": "application/json"], body: .init(string: EdgeService.body))
 }
 
-app.grouped("plain").get("hello", use: hello)
+app.grouped("baseline").get("hello", use: hello)
 app.grouped("identity")
     .grouped(IdentityMiddleware(verifier: service.verifier, policies: service.policies))
     .get("hello", use: hello)
