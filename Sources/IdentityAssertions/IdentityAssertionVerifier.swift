@@ -278,17 +278,42 @@ public final class IdentityAssertionVerifier: Sendable {
         return (checked.assertion, false)
     }
 
-    /// The key of a token's bytes in the token cache: the hash, with the process's seed, of its last
-    /// ``cacheKeyLength`` bytes, which lie in the signature (86 characters for Ed25519). A SHA-256 of the whole
-    /// token cost ten times as much (a third of a gRPC call's identity overhead, in instructions), and hashing
-    /// all of it four times as much as the tail. The cache compares every byte before it answers, and keeps only
-    /// tokens that passed a full verification, so two tokens with one key cost a verification, never a wrong
-    /// answer; making valid tokens collide on purpose takes a signing key.
+    /// The key of a token's bytes in the token cache: its last ``cacheKeyLength`` bytes, which lie in the
+    /// signature (86 characters for Ed25519), read as four words and mixed with a seed drawn once per process.
+    /// A SHA-256 of the whole token cost ten times as much as `Hasher` over the tail, and `Hasher` (SipHash) over
+    /// the tail three times as much as this; the dictionary hashes the key again with its own seeded hasher. The
+    /// cache compares every byte before it answers, and keeps only tokens that passed a full verification, so
+    /// two tokens with one key cost a verification, never a wrong answer; making valid tokens collide on purpose
+    /// takes a signing key.
     private static func cacheKey(_ bytes: UnsafeRawBufferPointer) -> Int {
-        var hasher = Hasher()
-        hasher.combine(bytes: UnsafeRawBufferPointer(rebasing: bytes.suffix(cacheKeyLength)))
-        return hasher.finalize()
+        var key = cacheKeySeed ^ UInt64(bytes.count)
+        guard bytes.count >= cacheKeyLength else {
+            for byte in bytes { key = mixed(key ^ UInt64(byte)) }
+            return Int(truncatingIfNeeded: key)
+        }
+        let tail = bytes.count - cacheKeyLength
+        for word in 0..<(cacheKeyLength / 8) {
+            key = mixed(key ^ bytes.loadUnaligned(fromByteOffset: tail + word * 8, as: UInt64.self))
+        }
+        return Int(truncatingIfNeeded: key)
     }
+
+    /// One round of a multiply-xorshift mix (the finalizer of SplitMix64): every input bit reaches every output bit.
+    @inline(__always)
+    private static func mixed(_ value: UInt64) -> UInt64 {
+        var z = value &* 0x9E37_79B9_7F4A_7C15
+        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
+        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
+        return z ^ (z >> 31)
+    }
+
+    /// Taken once per process from `Hasher`'s own seed (random per process, fixed under
+    /// `SWIFT_DETERMINISTIC_HASHING`), so that which tokens share a key cannot be computed from outside.
+    private static let cacheKeySeed: UInt64 = {
+        var hasher = Hasher()
+        hasher.combine(0x6964_656E_7469_7479 as UInt64)
+        return UInt64(truncatingIfNeeded: hasher.finalize())
+    }()
 
     /// How many of a token's last bytes its cache key hashes.
     private static let cacheKeyLength = 32

@@ -71,26 +71,36 @@ public struct IdentityHTTPToken: Sendable, Hashable {
 
     /// ``bearerToken(inAuthorization:)`` as a slice of `value`.
     private static func bearerTokenText(inAuthorization value: String) -> Substring? {
-        // The usual value: the scheme in ASCII followed by an ASCII byte (or nothing). Seven bytes are then seven
-        // characters (an ASCII byte joins the one before it only in CR LF), so the scheme is compared and cut on
-        // the UTF-8 view: no grapheme breaking, no lower-cased copy, for every request.
-        let utf8 = value.utf8
-        if utf8.count >= 7, utf8.count == 7 || utf8[utf8.index(utf8.startIndex, offsetBy: 7)] < 0x80 {
-            var index = utf8.startIndex
-            var matches = true
-            for expected in "bearer ".utf8 {
-                let byte = utf8[index]
-                if byte | (byte >= 0x41 && byte <= 0x5A ? 0x20 : 0) != expected {
-                    matches = false
-                    break
-                }
-                utf8.formIndex(after: &index)
-            }
-            if matches { return value[index...] }
-            if utf8.prefix(7).allSatisfy({ $0 < 0x80 }) { return nil }
+        switch asciiScheme(of: value) {
+        case .bearer?:
+            return value[value.utf8.index(value.utf8.startIndex, offsetBy: 7)...]
+        case .other?:
+            return nil
+        case .undecided?, nil:
+            let scheme = value.prefix(7)
+            guard scheme.count == 7, scheme.lowercased() == "bearer " else { return nil }
+            return value.dropFirst(7)
         }
-        let scheme = value.prefix(7)
-        guard scheme.count == 7, scheme.lowercased() == "bearer " else { return nil }
-        return value.dropFirst(7)
+    }
+
+    private enum SchemeMatch {
+        case bearer, other, undecided
+    }
+
+    /// The scheme decided on the first bytes, in the usual case: seven ASCII bytes followed by an ASCII byte (or
+    /// nothing). Seven such bytes are seven characters (an ASCII byte joins the one before it only in CR LF, and
+    /// the seventh must be a space), so the scheme is compared on the bytes: no grapheme breaking and no
+    /// lower-cased copy at every request. `undecided` (a non-ASCII byte among the first eight) and `nil` (no
+    /// contiguous UTF-8) leave it to the comparison of characters.
+    private static func asciiScheme(of value: String) -> SchemeMatch? {
+        value.utf8.withContiguousStorageIfAvailable { bytes -> SchemeMatch in
+            guard bytes.count >= 7, let b = bytes.baseAddress else { return .other }
+            guard bytes.count == 7 || b[7] < 0x80 else { return .undecided }
+            // `byte | 0x20` equals a lower-case ASCII letter exactly for that letter and its upper case.
+            let difference = ((b[0] | 0x20) ^ 0x62) | ((b[1] | 0x20) ^ 0x65) | ((b[2] | 0x20) ^ 0x61)
+                | ((b[3] | 0x20) ^ 0x72) | ((b[4] | 0x20) ^ 0x65) | ((b[5] | 0x20) ^ 0x72) | (b[6] ^ 0x20)
+            if difference == 0 { return .bearer }
+            return (b[0] | b[1] | b[2] | b[3] | b[4] | b[5] | b[6]) < 0x80 ? .other : .undecided
+        }
     }
 }

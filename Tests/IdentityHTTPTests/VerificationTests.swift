@@ -175,4 +175,22 @@ struct BearerTokenTests {
             }
         }
     }
+
+    @Test("random values near the scheme, with combining marks, CR LF, NUL and wide characters, answer as the rule by characters")
+    func randomValuesNearTheScheme() {
+        let pieces = ["b", "B", "e", "E", "a", "A", "r", "R", " ", "\r", "\n", "\r\n", "\u{0}", "\u{301}", "é", "ＢＥ",
+                      "\u{1F600}", "x", ".", "\u{7F}", "\u{80}", "\u{FEFF}", "İ", "\u{212A}"]
+        var generator = SystemRandomNumberGenerator()
+        for _ in 0..<20_000 {
+            // Mostly a scheme with one or two pieces changed, so that the values sit near the fast path's edges.
+            var parts = ["B", "e", "a", "r", "e", "r", " "]
+            for _ in 0..<Int.random(in: 1...2, using: &generator) {
+                parts[Int.random(in: 0..<parts.count, using: &generator)] = pieces.randomElement(using: &generator)!
+            }
+            let value = parts.joined() + (0..<Int.random(in: 0...3, using: &generator)).map { _ in
+                pieces.randomElement(using: &generator)!
+            }.joined()
+            #expect(IdentityHTTPToken.bearerToken(inAuthorization: value) == Self.byCharacters(value), "\(String(reflecting: value))")
+        }
+    }
 }

@@ -101,7 +101,11 @@ public struct IdentityMiddleware<Context: IdentityRequestContext>: RouterMiddlew
         self.acceptsBearerToken = acceptsBearerToken
         self.checksTenant = checksTenant
         self.problemTypeBase = problemTypeBase
+        assertionHeaderLength = assertionHeader.canonicalName.utf8.count
     }
+
+    /// The length in bytes of `assertionHeader`'s canonical name.
+    private let assertionHeaderLength: Int
 
     public func handle(
         _ request: Request, context: Context, next: (Request, Context) async throws -> Response
@@ -134,10 +138,12 @@ public struct IdentityMiddleware<Context: IdentityRequestContext>: RouterMiddlew
         // never resolved by picking one.
         var assertions: [String] = []
         var authorization: String?
+        // Names compare as strings; most fields are told apart by their length alone.
         for field in request.headers {
-            if field.name == assertionHeader {
+            let length = field.name.canonicalName.utf8.count
+            if length == assertionHeaderLength, field.name == assertionHeader {
                 assertions.append(field.value)
-            } else if field.name == .authorization {
+            } else if length == authorizationNameLength, field.name == .authorization {
                 authorization = authorization.map { $0 + ", " + field.value } ?? field.value
             }
         }
@@ -154,3 +160,6 @@ public struct IdentityMiddleware<Context: IdentityRequestContext>: RouterMiddlew
         return AdmittedIdentity(verified)
     }
 }
+
+/// The length in bytes of `Authorization`'s canonical name.
+private let authorizationNameLength = HTTPField.Name.authorization.canonicalName.utf8.count

@@ -194,13 +194,30 @@ public struct IdentityMiddleware: AsyncMiddleware {
     }
 
     private func token(of request: Request) throws(IdentityHTTPProblem) -> IdentityHTTPToken {
-        // Several Authorization lines are read as one, comma-joined (as HTTPFields reads them for
-        // IdentityHummingbird): never resolved by picking one. A single line is taken as it is: joining one
-        // value copies the whole token.
-        let authorizations = request.headers[.authorization]
+        // One pass over the fields, as IdentityHummingbird reads them: a lookup by name walks every field and
+        // makes an array of the values, and the middleware needs two. Names compare as HTTPHeaders compares
+        // them (ASCII letters without case), after their lengths. Several Authorization lines are read as one,
+        // comma-joined, never resolved by picking one; a single line is taken as it is.
+        var assertions: [String] = []
+        var authorization: String?
+        for (name, value) in request.headers {
+            let length = name.utf8.count
+            if length == assertionHeaderName.utf8.count, Self.namesMatch(name, assertionHeaderName) {
+                assertions.append(value)
+            } else if length == 13, Self.namesMatch(name, "authorization") {
+                authorization = authorization.map { $0 + ", " + value } ?? value
+            }
+        }
         return try IdentityHTTPToken(
-            assertionHeader: assertionHeaderName, values: request.headers[assertionHeader],
-            authorization: authorizations.count > 1 ? authorizations.joined(separator: ", ") : authorizations.first,
+            assertionHeader: assertionHeaderName, values: assertions, authorization: authorization,
             acceptsBearerToken: acceptsBearerToken, problemTypeBase: problemTypeBase)
+    }
+
+    /// Whether two header names are equal with ASCII letters compared without case (as `HTTPHeaders` compares
+    /// them); any other byte must be equal.
+    private static func namesMatch(_ name: String, _ other: String) -> Bool {
+        name.utf8.elementsEqual(other.utf8) { a, b in
+            a == b || (a ^ b == 0x20 && (a | 0x20) >= 0x61 && (a | 0x20) <= 0x7A)
+        }
     }
 }

@@ -281,6 +281,36 @@ struct IdentityMiddlewareTests {
         }
     }
 
+    @Test("header names match without case, and only whole: AUTHORIZATION and X-IDENTITY-ASSERTION carry a token, a name of the same length that differs carries none")
+    func headerNamesWithoutCase() async throws {
+        let fixture = try Fixture()
+        try await fixture.withApplication(behind: fixture.middleware()) { app in
+            let accepted: [HTTPHeaders] = [
+                ["AUTHORIZATION": "Bearer \(try fixture.token(alice))"],
+                ["X-IDENTITY-ASSERTION": try fixture.token(alice)],
+                ["aUtHoRiZaTiOn": "bearer \(try fixture.token(alice))"],
+            ]
+            for headers in accepted {
+                try await app.testing().test(.GET, "whoami", headers: headers) { response in
+                    #expect(response.status == .ok)
+                    #expect(String(buffer: response.body) == "alice@contoso.com contoso.com")
+                }
+            }
+            let unnamed: [HTTPHeaders] = [
+                ["Authorizatioq": "Bearer \(try fixture.token(alice))"],
+                ["x-identity-assertioo": try fixture.token(alice)],
+                ["x-identity_assertion": try fixture.token(alice)],
+            ]
+            for headers in unnamed {
+                try await app.testing().test(.GET, "whoami", headers: headers) { response in
+                    #expect(response.status == .unauthorized)
+                    let body = try problem(response)
+                    #expect(body.code == "missing-token")
+                }
+            }
+        }
+    }
+
     // MARK: Refusals: admission and policies
 
     @Test("a blocked account with a valid token: 403 account-blocked with the SwitchIdentityResult code, no WWW-Authenticate")
