@@ -82,7 +82,8 @@ public struct IdentityMiddleware: AsyncMiddleware {
     public let verifier: IdentityAssertionVerifier
     /// Admits accounts, and answers their policies and tenants.
     public let policies: PolicyManager
-    /// Where the assertion is looked for first (matched case-insensitively).
+    /// Where the assertion is looked for first (matched with ASCII letters compared without case, every other
+    /// byte exactly).
     public let assertionHeader: HTTPHeaders.Name
     /// Whether `Authorization: Bearer <token>` is accepted when the assertion header is absent.
     public let acceptsBearerToken: Bool
@@ -195,9 +196,12 @@ public struct IdentityMiddleware: AsyncMiddleware {
 
     private func token(of request: Request) throws(IdentityHTTPProblem) -> IdentityHTTPToken {
         // One pass over the fields, as IdentityHummingbird reads them: a lookup by name walks every field and
-        // makes an array of the values, and the middleware needs two. Names compare as HTTPHeaders compares
-        // them (ASCII letters without case), after their lengths. Several Authorization lines are read as one,
-        // comma-joined, never resolved by picking one; a single line is taken as it is.
+        // makes an array of the values, and the middleware needs two. Names compare after their lengths, as
+        // RFC 9110 and IdentityHummingbird (through HTTPTypes) compare them: ASCII letters without case, every
+        // other byte exactly. (HTTPHeaders' own lookup also takes bytes that differ only in bit 0x20 as equal,
+        // `~` and `^`, CR and `-`: a field another component sees as another header would have been read, and
+        // counted, as the assertion.) Several Authorization lines are read as one, comma-joined, never resolved
+        // by picking one; a single line is taken as it is.
         var assertions: [String] = []
         var authorization: String?
         for (name, value) in request.headers {
@@ -213,8 +217,8 @@ public struct IdentityMiddleware: AsyncMiddleware {
             acceptsBearerToken: acceptsBearerToken, problemTypeBase: problemTypeBase)
     }
 
-    /// Whether two header names are equal with ASCII letters compared without case (as `HTTPHeaders` compares
-    /// them); any other byte must be equal.
+    /// Whether two header names are equal with ASCII letters compared without case; any other byte must be
+    /// equal (RFC 9110 §5.1).
     private static func namesMatch(_ name: String, _ other: String) -> Bool {
         name.utf8.elementsEqual(other.utf8) { a, b in
             a == b || (a ^ b == 0x20 && (a | 0x20) >= 0x61 && (a | 0x20) <= 0x7A)

@@ -311,6 +311,23 @@ struct IdentityMiddlewareTests {
         }
     }
 
+    @Test("a name that differs from the assertion header only in bit 0x20 of a byte that is not a letter is another header: no token alone, and no second assertion beside the real one")
+    func headerNamesDifferingOutsideLetters() async throws {
+        let fixture = try Fixture()
+        try await fixture.withApplication(behind: fixture.middleware(assertionHeader: "x-assert~ion")) { app in
+            try await app.testing().test(.GET, "whoami", headers: ["x-assert^ion": try fixture.token(alice)]) { response in
+                #expect(response.status == .unauthorized)
+                let body = try problem(response)
+                #expect(body.code == "missing-token")
+            }
+            let both: HTTPHeaders = ["X-ASSERT~ION": try fixture.token(alice), "x-assert^ion": try fixture.token(carol)]
+            try await app.testing().test(.GET, "whoami", headers: both) { response in
+                #expect(response.status == .ok)
+                #expect(String(buffer: response.body) == "alice@contoso.com contoso.com")
+            }
+        }
+    }
+
     // MARK: Refusals: admission and policies
 
     @Test("a blocked account with a valid token: 403 account-blocked with the SwitchIdentityResult code, no WWW-Authenticate")
