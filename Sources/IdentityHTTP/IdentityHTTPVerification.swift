@@ -7,10 +7,12 @@ import IdentityRuntime
 ///
 /// 1. The token (``IdentityHTTPToken``) is verified by the service's `IdentityAssertionVerifier`: a refusal is
 ///    the token's 401 (``IdentityHTTPProblem/token(_:typeBase:)``).
-/// 2. With `checksTenant`, a token's `tid` claim must be the runtime's tenant of the account
-///    (`PolicyManager.tenant(for:)`): else 401 `tenant-mismatch`. A token without `tid` passes this step.
-/// 3. Before the policy source has loaded, every account's policy would read as unrestricted: 503
-///    `policy-unavailable` (``IdentityHTTPProblem/policyUnavailable(for:in:typeBase:)``) instead.
+/// 2. With `checksTenant`, a token's `tid` claim must be the runtime's tenant of the account (the tenant
+///    `PolicyManager.tenant(for:)` answers, read with the policy in one critical section of the manager): else
+///    401 `tenant-mismatch`. A token without `tid` passes this step.
+/// 3. Before the policy source has loaded, every account's policy would read as unrestricted, and an account
+///    whose policy document cannot be read has no policy anyone can tell: 503 `policy-unavailable`
+///    (``IdentityHTTPProblem/policyUnavailable(for:in:typeBase:)``) instead.
 ///
 /// Admission (blocks, allowed accounts, admission checks) comes after this, in
 /// `PolicyManager.withAdmittedIdentity(_:reason:isolation:operation:)`; a verified identity is not admitted yet.

@@ -3,18 +3,6 @@ import Foundation
 import IdentityRuntime
 import Testing
 
-/// A check that admits once the test opens its gate.
-private struct GatedAdmissionCheck: AdmissionCheck {
-    let gate: Gate
-    let runs: Recorder<Identity>
-
-    func evaluate(account: Identity, reason: AdmissionReason) async -> AdmissionOutcome {
-        runs.append(account)
-        await gate.wait()
-        return .admit
-    }
-}
-
 /// Changing the admission checks forgets every pass, also the pass of a run that was under way: the checks
 /// that were replaced cannot admit anyone after the change.
 @Suite("Admission checks changed while a run is under way")
@@ -34,12 +22,18 @@ struct AdmissionChecksChangeTests {
         // An admission that starts now runs the new checks; it does not wait for the old ones. (Waiting for
         // them would hang here until the gate opens: bounded, so that a regression fails instead.)
         let afterChange = Task { try await manager.withAdmittedIdentity(alice) {} }
-        #expect(await eventually { replacement.runs.count == 1 })
-        gate.open()
         await #expect(throws: AdmissionError(account: alice, result: .failed, cause: .denied("new rules"))) {
             try await afterChange.value
         }
-        try await underWay.value   // the run under way answers for the admission that started it
+        #expect(replacement.runs.count == 1)
+        gate.open()
+        // The old run passes, but the new checks denied and blocked the account meanwhile: the admission that
+        // started the old run is refused, and the old pass lifts nothing.
+        await #expect(throws: AdmissionError(account: alice, result: .notAllowed, cause: .blocked(.admissionCheckFailed))) {
+            try await underWay.value
+        }
+        #expect(manager.blockReason(for: alice) == .admissionCheckFailed)
+        #expect(!manager.isDataTransferAllowed(from: alice, to: alice))
         manager.unblockAccount(alice, reason: .admissionCheckFailed)
         var retrying = manager.settings
         retrying.admissionRetryInterval = 0

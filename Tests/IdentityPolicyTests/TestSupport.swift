@@ -20,6 +20,18 @@ final class Recorder<Value: Sendable>: Sendable {
     var count: Int { values.withLock { $0.count } }
 }
 
+/// A check that admits once the test opens its gate.
+struct GatedAdmissionCheck: AdmissionCheck {
+    let gate: Gate
+    let runs: Recorder<Identity>
+
+    func evaluate(account: Identity, reason: AdmissionReason) async -> AdmissionOutcome {
+        runs.append(account)
+        await gate.wait()
+        return .admit
+    }
+}
+
 /// A gate checks wait on until the test opens it.
 final class Gate: Sendable {
     private let state = LockedValue<(open: Bool, entered: Int, waiters: [CheckedContinuation<Void, Never>])>((false, 0, []))

@@ -73,7 +73,9 @@ struct AdmissionStateMachine {
     }
 
     /// Records the `outcome` of `flight`, a run of `account`'s checks that ended at `now`: a pass is trusted
-    /// for `cacheDuration` seconds and lifts a denial; a denial is remembered for its retry.
+    /// for `cacheDuration` seconds and lifts a denial; a denial is remembered for its retry. A pass of checks
+    /// that were replaced while they ran changes nothing: it neither is trusted nor lifts a denial of the
+    /// checks that replaced them.
     mutating func record(
         _ outcome: AdmissionOutcome, of account: Identity, flight: AdmissionFlight, at now: UInt64, cacheDuration: Double
     ) -> Follow {
@@ -82,8 +84,9 @@ struct AdmissionStateMachine {
         if isCurrent { flights[account] = nil }
         switch outcome {
         case .admit:
+            guard isCurrent else { return .nothing }
             let cache = Self.nanoseconds(cacheDuration)
-            if cache > 0, isCurrent { admitted[account] = now &+ cache }
+            if cache > 0 { admitted[account] = now &+ cache }
             return denied.removeValue(forKey: account) != nil ? .unblock : .nothing
         case .deny:
             denied[account] = now
@@ -91,6 +94,11 @@ struct AdmissionStateMachine {
         case .unavailable:
             return .nothing
         }
+    }
+
+    /// How many admissions wait for the run of `account`'s checks under way (0 when none runs).
+    func waitingAdmissions(of account: Identity) -> Int {
+        flights[account]?.waiting ?? 0
     }
 
     /// `seconds` (clamped to 0 ... 1e9) in nanoseconds.
@@ -112,6 +120,11 @@ final class AdmissionFlight: Sendable {
             }
             if let outcome { continuation.resume(returning: outcome) }
         }
+    }
+
+    /// How many admissions wait for this run now.
+    var waiting: Int {
+        state.withLock { $0.waiters.count }
     }
 
     /// Resumes every waiter, outside the lock; later waiters get `outcome` at once.

@@ -28,7 +28,9 @@ extension PolicyManager {
     ///    admission (``SwitchIdentityResult/failed``) and blocks the account
     ///    (``BlockAccountReason/admissionCheckFailed``); after ``RuntimeSettings/admissionRetryInterval`` the
     ///    next admission runs the checks again, and a pass unblocks it. A check that cannot decide fails this
-    ///    admission only. Unmanaged accounts and `Identity.unmanaged` run no checks.
+    ///    admission only. Unmanaged accounts and `Identity.unmanaged` run no checks. When a run of the checks
+    ///    passes, each admission that ran or waited for it is decided again: an account blocked, dropped from
+    ///    ``allowedAccounts``, claimed or undecided while the checks ran is refused as in steps 0 and 1.
     /// 3. `operation` runs under `account` as its thread identity (a `withThreadIdentity` scope: tasks it
     ///    creates inherit it; wrapped queues capture it), on the caller's actor.
     ///
@@ -101,7 +103,7 @@ extension PolicyManager {
         }
     }
 
-    /// Decides whether `account` is admitted (steps 1 and 2 of ``withAdmittedIdentity(_:reason:isolation:operation:)``).
+    /// Decides whether `account` is admitted (steps 0 to 2 of ``withAdmittedIdentity(_:reason:isolation:operation:)``).
     /// The ``observer``, if any, hears the outcome (read in the critical section the decision takes anyway).
     /// Inlined into its callers, as it was before it grew the observer: an asynchronous call of its own costs an
     /// admission a frame and an executor check.
@@ -150,7 +152,10 @@ extension PolicyManager {
             flight.finish(outcome)
         }
         switch outcome {
-        case .admit: return
+        case .admit:
+            // The checks passed, but they took time: decide again whether anything since refuses the account.
+            if let refusal = state.withLock({ $0.admissionRefusalAfterChecks(for: account) }) { throw refusal }
+            return
         case let .deny(message): throw AdmissionError(account: account, result: .failed, cause: .denied(message))
         case let .unavailable(message): throw AdmissionError(account: account, result: .failed, cause: .unavailable(message))
         }

@@ -188,9 +188,24 @@ extension PolicyState {
         return admission.admitsWithoutChecks(account, at: now) ? .admitted : nil
     }
 
+    /// The refusal of `account` once a run of its checks has passed, decided again from the state as it is
+    /// now: the checks take time, and meanwhile the account may have been blocked (by a wipe, an operator, a
+    /// policy, a denial of checks that replaced the ones that passed), left the allowed accounts, been claimed
+    /// or become undecided. A block refuses whatever its cause: a pass that lifts a denial's block has lifted
+    /// it before this is asked.
+    func admissionRefusalAfterChecks(for account: Identity) -> AdmissionError? {
+        guard case let .refused(error)? = admissionBeforeChecks(for: account, at: 0, exemptingRetries: false) else {
+            return nil
+        }
+        return error
+    }
+
     /// Steps 0 and 1 and the standing of `account`: its decision, or `nil` for a managed account, which the
-    /// admission state machine decides.
-    private func admissionBeforeChecks(for account: Identity, at now: UInt64) -> AdmissionDecision? {
+    /// admission state machine decides. With `exemptingRetries`, an account blocked only by a denial older
+    /// than the retry interval is not refused (its checks run again).
+    private func admissionBeforeChecks(
+        for account: Identity, at now: UInt64, exemptingRetries: Bool = true
+    ) -> AdmissionDecision? {
         guard !account.isUnmanaged else { return .admitted }
         // Before the policy source's first load nothing tells a managed account from an unmanaged one, or
         // a blocked one from an allowed one: nobody is admitted (deny by default).
@@ -202,7 +217,7 @@ extension PolicyState {
         // every copy retains and releases field by field.
         let standing = accounts.standing(of: account)
         if let block = blocks.reason(for: account, standing: standing),
-           !retriesDenial(of: account, standing: standing, at: now) {
+           !(exemptingRetries && retriesDenial(of: account, standing: standing, at: now)) {
             return .refused(AdmissionError(account: account, result: .notAllowed, cause: .blocked(block)))
         }
         if let allowed = settings.allowedAccounts, !allowed.contains(account) {
