@@ -13,7 +13,9 @@ extension PolicyManager {
     /// - No delegate: `.failed` at once. No answer within ``RuntimeSettings/delegateTimeout`` seconds:
     ///   `.failed`. The calling task cancelled before the answer: `.canceled`.
     /// - On `.success` the runtime sets the window's UI identity to `identity` itself (superseding an
-    ///   app-initiated switch still running its checks) and posts `.uiIdentityDidChange`.
+    ///   app-initiated switch still running its checks) and posts `.uiIdentityDidChange`, unless the account
+    ///   was blocked, disallowed or claimed while the delegate decided: then nothing is set and the result is
+    ///   `.notAllowed`.
     public func requestIdentitySwitch(
         to identity: Identity, reason: IdentitySwitchReason, window: WindowID? = nil
     ) async -> SwitchIdentityResult {
@@ -29,7 +31,9 @@ extension PolicyManager {
         ) { answer in
             delegate.identitySwitchRequired(identity, reason: reason, window: window, completionHandler: answer)
         }
-        if result == .success { forceUIIdentity(identity, for: window) }
+        // The delegate took time: an account blocked (a wipe blocks first), disallowed or claimed while it
+        // decided is not shown.
+        if result == .success, !forceUIIdentity(identity, for: window) { return .notAllowed }
         return result
     }
 

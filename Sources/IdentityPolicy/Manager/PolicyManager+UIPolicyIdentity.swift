@@ -11,7 +11,9 @@ extension PolicyManager {
     /// 2. `nil` clears the window's UI identity; `Identity.unmanaged` and unmanaged accounts switch at once.
     ///    Both complete `.success`.
     /// 3. A managed account runs the ``conditionalLaunchChecks`` in order, in a task whose thread identity is
-    ///    `identity`. All pass: the UI identity is set, `.success`. The first that cancels: `.canceled`; fails:
+    ///    `identity`. All pass: the UI identity is set, `.success`, unless rule 1 refuses the account by then
+    ///    (blocked, wiped, disallowed or claimed while the checks ran): `.notAllowed`, nothing set, nobody
+    ///    blocked for it. The first that cancels: `.canceled`; fails:
     ///    `.failed`; the account is then blocked (``BlockAccountReason/conditionalLaunchCanceled`` or
     ///    ``BlockAccountReason/conditionalLaunchBlocked``) until ``unblockAccount(_:reason:)``. The UI identity
     ///    is unchanged unless the result is `.success`. Switching from one managed account to another is
@@ -215,7 +217,13 @@ extension PolicyManager {
     /// The checks of `token` ended; `account` is the one whose checks decided the outcome.
     private func finishSwitch(window: WindowID, token: UInt64, outcome: ConditionalLaunchOutcome, account: Identity?) {
         let (action, changed) = state.withLock { state in
-            let (action, changed) = state.switches.finishReportingChange(window: window, token: token, outcome: outcome)
+            // The checks took time: an account blocked (a wipe blocks first), disallowed or claimed meanwhile is
+            // refused as it would have been at the start.
+            let refused = outcome == .passes
+                && state.switches.identitiesInFlight(window: window, token: token)?
+                    .contains { state.switchStanding(of: $0) == .refused } == true
+            let (action, changed) = state.switches.finishReportingChange(
+                window: window, token: token, outcome: outcome, refused: refused)
             if case let .complete(_, _, applied) = action, applied { state.publishUIIdentity(for: window) }
             return (action, changed)
         }
@@ -243,14 +251,20 @@ extension PolicyManager {
         flight.completion.deliver(.canceled)
     }
 
-    /// Sets the UI identity of `window` directly, superseding a switch in flight (runtime-initiated switches).
-    func forceUIIdentity(_ identity: Identity?, for window: WindowID) {
-        let (superseded, changed) = state.withLock { state in
+    /// Sets the UI identity of `window` directly, superseding a switch in flight (runtime-initiated switches),
+    /// unless `identity` may not be shown now (blocked, disallowed or claimed: rule 1 of
+    /// ``setUIPolicyIdentity(_:for:completionQueue:completionHandler:)``), decided in the same critical section.
+    /// - Returns: whether the identity was set.
+    func forceUIIdentity(_ identity: Identity, for window: WindowID) -> Bool {
+        let forced = state.withLock { state -> (superseded: UISwitchStateMachine.InFlight?, changed: Bool)? in
+            guard state.switchStanding(of: identity) != .refused else { return nil }
             let forced = state.switches.forceReportingChange(window: window, identity: identity)
             state.publishUIIdentity(for: window)
             return forced
         }
+        guard let (superseded, changed) = forced else { return false }
         superseded.map(cancel)
         if changed { send(.uiIdentityDidChange(window: window, identity: identity)) }
+        return true
     }
 }

@@ -129,14 +129,23 @@ struct UISwitchStateMachine {
         finishReportingChange(window: window, token: token, outcome: outcome).action
     }
 
-    /// ``finish(window:token:outcome:)``, also telling whether the identities `window` shows changed.
+    /// The identities the switch `token` of `window` would show, while it is in flight.
+    func identitiesInFlight(window: WindowID, token: UInt64) -> [Identity]? {
+        guard let current = inFlight[window], current.token == token else { return nil }
+        return current.identities
+    }
+
+    /// ``finish(window:token:outcome:)``, also telling whether the identities `window` shows changed. With
+    /// `refused` (an account of the switch may no longer be shown: it was blocked, disallowed or claimed while
+    /// the checks ran), a pass completes `.notAllowed` and shows nothing.
     mutating func finishReportingChange(
-        window: WindowID, token: UInt64, outcome: ConditionalLaunchOutcome
+        window: WindowID, token: UInt64, outcome: ConditionalLaunchOutcome, refused: Bool = false
     ) -> (action: FinishAction, changed: Bool) {
         guard let current = inFlight[window], current.token == token else { return (.none, false) }
         inFlight[window] = nil
         switch outcome {
         case .passes:
+            if refused { return (.complete(current.completion, .notAllowed, applied: false), false) }
             let changed = show(current.identities, in: window)
             return (.complete(current.completion, .success, applied: true), changed)
         case .cancels:
