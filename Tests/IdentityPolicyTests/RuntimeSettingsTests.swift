@@ -15,6 +15,7 @@ struct RuntimeSettingsTests {
         #expect(settings.policyRefreshInterval == 28_800)
         #expect(settings.allowedAccounts == nil)
         #expect(settings.policyDirectory == nil)
+        #expect(settings.admissionCheckTimeout == 30)
     }
 
     @Test("every key loads from JSON")
@@ -23,7 +24,8 @@ struct RuntimeSettingsTests {
         {"multiIdentity": true, "autoEnrollOnLaunch": true, "policyRequired": true,
          "enrollmentRetryInterval": 60, "policyRefreshInterval": 30.5, "delegateTimeout": 2,
          "allowedAccounts": ["Alice@Contoso.com"], "policyDirectory": "/etc/policies", "policyPollInterval": 1,
-         "maxManagedAccounts": 3, "dataIsolation": false, "admissionCacheDuration": 0, "admissionRetryInterval": 5}
+         "maxManagedAccounts": 3, "dataIsolation": false, "admissionCacheDuration": 0, "admissionRetryInterval": 5,
+         "admissionCheckTimeout": 7}
         """
         let settings = try RuntimeSettings(json: Data(json.utf8))
         #expect(settings.multiIdentity && settings.autoEnrollOnLaunch && settings.policyRequired)
@@ -35,7 +37,8 @@ struct RuntimeSettingsTests {
         #expect(settings.policyPollInterval == 1)
         #expect(settings.maxManagedAccounts == 3)
         #expect(!settings.dataIsolation && settings.admissionCacheDuration == 0 && settings.admissionRetryInterval == 5)
-        #expect(RuntimeSettings.keys.count == 13)
+        #expect(settings.admissionCheckTimeout == 7)
+        #expect(RuntimeSettings.keys.count == 14)
     }
 
     @Test("an empty object gives the defaults")
@@ -70,7 +73,7 @@ struct RuntimeSettingsTests {
     @Test("out-of-range values are errors", arguments: [
         "{\"enrollmentRetryInterval\": 0}", "{\"delegateTimeout\": -1}", "{\"policyDirectory\": \"\"}",
         "{\"allowedAccounts\": [\"\"]}", "{\"maxManagedAccounts\": 0}", "{\"maxManagedAccounts\": 1.5}",
-        "{\"maxManagedAccounts\": -3}", "{\"maxManagedAccounts\": 1e300}",
+        "{\"maxManagedAccounts\": -3}", "{\"maxManagedAccounts\": 1e300}", "{\"admissionCheckTimeout\": 0}",
     ])
     func invalidValue(json: String) {
         #expect {

@@ -107,18 +107,49 @@ struct AdmissionStateMachine {
     }
 }
 
-/// One run of an account's admission checks, awaited by every admission that arrives while it runs.
+/// One run of an account's admission checks, awaited by every admission that arrives while it runs, the one
+/// that started it included. The checks run in a task of the run's own, so that no waiting request decides
+/// for the others: a request cancelled while it waits leaves alone, and the run goes on for the rest.
 final class AdmissionFlight: Sendable {
-    private let state = LockedValue<(outcome: AdmissionOutcome?, waiters: [CheckedContinuation<AdmissionOutcome, Never>])>((nil, []))
+    private struct State {
+        var outcome: AdmissionOutcome?
+        /// Whether the run's outcome is being recorded (by its checks or by its timeout, whichever came first).
+        var concluding = false
+        var waiters: [UInt64: CheckedContinuation<AdmissionOutcome, Never>] = [:]
+        var nextWaiter: UInt64 = 0
+        var run: Task<Void, Never>?
+    }
 
+    private let state = LockedValue(State())
+
+    /// What a waiter whose task is cancelled before the outcome gets.
+    static let cancelled = AdmissionOutcome.unavailable("the admission was cancelled before its checks answered")
+
+    /// Keeps the task that runs the checks, to cancel it if they time out.
+    func setRun(_ run: Task<Void, Never>) {
+        state.withLock { $0.run = run }
+    }
+
+    /// The run's outcome, once decided; ``cancelled`` if the calling task is cancelled first.
     func wait() async -> AdmissionOutcome {
-        await withCheckedContinuation { continuation in
-            let outcome = state.withLock { state -> AdmissionOutcome? in
-                if let outcome = state.outcome { return outcome }
-                state.waiters.append(continuation)
-                return nil
+        let id = state.withLock { state in
+            defer { state.nextWaiter &+= 1 }
+            return state.nextWaiter
+        }
+        return await withTaskCancellationHandler {
+            await withCheckedContinuation { continuation in
+                let early = state.withLock { state -> AdmissionOutcome? in
+                    if let outcome = state.outcome { return outcome }
+                    // Cancelled before it got here: the handler below found no waiter to resume.
+                    if Task.isCancelled { return Self.cancelled }
+                    state.waiters[id] = continuation
+                    return nil
+                }
+                if let early { continuation.resume(returning: early) }
             }
-            if let outcome { continuation.resume(returning: outcome) }
+        } onCancel: {
+            // Whoever takes the waiter out of the table resumes it, exactly once.
+            state.withLock { $0.waiters.removeValue(forKey: id) }?.resume(returning: Self.cancelled)
         }
     }
 
@@ -127,12 +158,26 @@ final class AdmissionFlight: Sendable {
         state.withLock { $0.waiters.count }
     }
 
+    /// Whether the caller is the first to conclude the run (its checks answered, or it timed out); only the
+    /// first records an outcome and calls ``finish(_:)``.
+    func beginConclusion() -> Bool {
+        state.withLock { state in
+            defer { state.concluding = true }
+            return !state.concluding
+        }
+    }
+
+    /// Cancels the task that runs the checks (they timed out).
+    func cancelRun() {
+        state.withLock { $0.run }?.cancel()
+    }
+
     /// Resumes every waiter, outside the lock; later waiters get `outcome` at once.
     func finish(_ outcome: AdmissionOutcome) {
         let waiters = state.withLock { state in
             state.outcome = outcome
-            defer { state.waiters = [] }
-            return state.waiters
+            defer { state.waiters = [:] }
+            return state.waiters.values
         }
         for waiter in waiters { waiter.resume(returning: outcome) }
     }

@@ -28,7 +28,11 @@ extension PolicyManager {
     ///    admission (``SwitchIdentityResult/failed``) and blocks the account
     ///    (``BlockAccountReason/admissionCheckFailed``); after ``RuntimeSettings/admissionRetryInterval`` the
     ///    next admission runs the checks again, and a pass unblocks it. A check that cannot decide fails this
-    ///    admission only. Unmanaged accounts and `Identity.unmanaged` run no checks. When a run of the checks
+    ///    admission only. Concurrent admissions of one account share one run of the checks; an admission
+    ///    cancelled while it waits is refused at once (``AdmissionError/Cause/unavailable(_:)``) and the run goes
+    ///    on for the others; a run that has not answered within ``RuntimeSettings/admissionCheckTimeout``
+    ///    refuses every admission waiting for it the same way and is cancelled, blocking and caching nothing.
+    ///    Unmanaged accounts and `Identity.unmanaged` run no checks. When a run of the checks
     ///    passes, each admission that ran or waited for it is decided again: an account blocked, dropped from
     ///    ``allowedAccounts``, claimed or undecided while the checks ran is refused as in steps 0 and 1.
     /// 3. `operation` runs under `account` as its thread identity (a `withThreadIdentity` scope: tasks it
@@ -145,11 +149,8 @@ extension PolicyManager {
         case let .checks(.join(flight)):
             outcome = await flight.wait()
         case let .checks(.lead(flight, checks)):
-            outcome = await IdentityContext.withThreadIdentity(account) {
-                await Self.run(checks, account: account, reason: reason)
-            }
-            record(outcome, of: account, flight: flight)
-            flight.finish(outcome)
+            start(flight, of: account, checks: checks, reason: reason)
+            outcome = await flight.wait()
         }
         switch outcome {
         case .admit:
@@ -159,6 +160,39 @@ extension PolicyManager {
         case let .deny(message): throw AdmissionError(account: account, result: .failed, cause: .denied(message))
         case let .unavailable(message): throw AdmissionError(account: account, result: .failed, cause: .unavailable(message))
         }
+    }
+
+    /// Runs `checks` for the admissions that wait on `flight`, in a task of the flight's own (it inherits the
+    /// task-locals of the admission that starts it, with `account` as its thread identity), bounded by
+    /// ``RuntimeSettings/admissionCheckTimeout``: a request cancelled while it waits leaves without ending the
+    /// run for the others, and checks that never answer hold nobody past the timeout.
+    private func start(_ flight: AdmissionFlight, of account: Identity, checks: [any AdmissionCheck], reason: AdmissionReason) {
+        let run = Task { [self] in
+            let outcome = await IdentityContext.withThreadIdentity(account) {
+                await Self.run(checks, account: account, reason: reason)
+            }
+            conclude(flight, of: account, with: outcome)
+        }
+        flight.setRun(run)
+        let timeout = settings.admissionCheckTimeout
+        let deadline = DispatchTime.now() + .nanoseconds(Int(timeout.clampedNanoseconds))
+        DispatchQueue.global().asyncAfter(deadline: deadline) { [weak self, weak flight] in
+            guard let self, let flight else { return }
+            let late = AdmissionOutcome.unavailable(
+                "the admission checks of \(account.debugDescription) did not answer within \(timeout) s")
+            if conclude(flight, of: account, with: late) { flight.cancelRun() }
+        }
+    }
+
+    /// Records `outcome` as the run's and hands it to every admission waiting on `flight`, unless the run was
+    /// concluded already (by its checks or its timeout, whichever came first). Returns whether it concluded it.
+    @discardableResult
+    private func conclude(_ flight: AdmissionFlight, of account: Identity, with outcome: AdmissionOutcome) -> Bool {
+        guard flight.beginConclusion() else { return false }
+        // Recorded before the waiters resume: a pass that lifts a denial's block has lifted it when they decide.
+        record(outcome, of: account, flight: flight)
+        flight.finish(outcome)
+        return true
     }
 
     private static func run(_ checks: [any AdmissionCheck], account: Identity, reason: AdmissionReason) async -> AdmissionOutcome {

@@ -63,13 +63,17 @@ public struct RuntimeSettings: Sendable, Hashable {
     /// Seconds after an ``AdmissionCheck`` denied an account before an admission runs its checks again (until
     /// then it is refused at once as blocked). Default: 30.
     public var admissionRetryInterval: TimeInterval = 30
+    /// Seconds a run of an account's ``AdmissionCheck``s may take. When they have not answered by then, every
+    /// admission waiting for them is refused with ``AdmissionError/Cause/unavailable(_:)`` (nothing is blocked
+    /// or cached), the run's task is cancelled, and the next admission runs the checks again. Default: 30.
+    public var admissionCheckTimeout: TimeInterval = 30
 
     /// The defaults.
     public init() {}
 
     /// Every key a settings document may contain.
     public static let keys: [String] = [
-        "admissionCacheDuration", "admissionRetryInterval", "allowedAccounts", "autoEnrollOnLaunch", "dataIsolation",
+        "admissionCacheDuration", "admissionCheckTimeout", "admissionRetryInterval", "allowedAccounts", "autoEnrollOnLaunch", "dataIsolation",
         "delegateTimeout", "enrollmentRetryInterval", "maxManagedAccounts", "multiIdentity", "policyDirectory",
         "policyPollInterval", "policyRefreshInterval", "policyRequired",
     ]
@@ -101,6 +105,7 @@ public struct RuntimeSettings: Sendable, Hashable {
             case "dataIsolation": dataIsolation = try Self.bool(key, value)
             case "admissionCacheDuration": admissionCacheDuration = try Self.interval(key, value, zeroAllowed: true)
             case "admissionRetryInterval": admissionRetryInterval = try Self.interval(key, value, zeroAllowed: true)
+            case "admissionCheckTimeout": admissionCheckTimeout = try Self.interval(key, value)
             case "maxManagedAccounts":
                 guard case let .number(count) = value else {
                     throw .wrongType(key: key, expected: "a whole number of accounts", found: value.typeName)
