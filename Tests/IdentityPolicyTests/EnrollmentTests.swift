@@ -99,6 +99,34 @@ struct EnrollmentTests {
         #expect(fixture.delegate.log.all == ["enroll alice@contoso.com 100"])
     }
 
+    @Test("a tenant and object ID given to an enrollment the service refuses are not kept; an earlier registration is put back")
+    func refusedEnrollmentKeepsNoRegistration() async {
+        let fixture = EnrollmentFixture()
+        fixture.service.enrollAnswers.withLock { $0 = [.notEmmAccount] }
+        let status = await fixture.enrollment.registerAndEnrollAccount(alice, tenantID: "fabrikam-tid", objectID: "0001")
+        #expect(status.statusCode == .notEmmAccount)
+        #expect(fixture.policy.tenant(for: alice) == "contoso.com")
+        #expect(fixture.policy.accountInfo(for: alice) == nil)
+        #expect(fixture.policy.account(forObjectID: "0001") == nil)
+
+        fixture.policy.registerAccount(bob, tenantID: "contoso-tid", objectID: "0002")
+        fixture.service.enrollAnswers.withLock { $0 = [.notEmmAccount] }
+        _ = await fixture.enrollment.registerAndEnrollAccount(bob, tenantID: "fabrikam-tid", objectID: "0003")
+        #expect(fixture.policy.accountInfo(for: bob) == AccountInfo(identity: bob, tenantID: "contoso-tid", objectID: "0002"))
+        #expect(fixture.policy.account(forObjectID: "0002") == bob)
+        #expect(fixture.policy.account(forObjectID: "0003") == nil)
+    }
+
+    @Test("an enrollment that will be retried, or succeeds, keeps the tenant it was given")
+    func retriedEnrollmentKeepsRegistration() async {
+        let fixture = EnrollmentFixture()
+        fixture.service.enrollAnswers.withLock { $0 = [.enrollmentEndPointNetworkFailure] }
+        _ = await fixture.enrollment.registerAndEnrollAccount(alice, tenantID: "fabrikam-tid")
+        #expect(fixture.policy.tenant(for: alice) == "fabrikam-tid")
+        _ = await fixture.enrollment.registerAndEnrollAccount(bob, tenantID: "contoso-tid")
+        #expect(fixture.policy.tenant(for: bob) == "contoso-tid")
+    }
+
     @Test("refusals before the service is asked", arguments: [
         (Identity.unmanaged, EnrollmentStatusCode.nilAccount),
         (carol, .notEmmAccount),

@@ -135,6 +135,11 @@ public final class EnrollmentManager: Sendable {
     ///   - tenantID: the account's tenant, when known (recorded with ``PolicyManager/registerAccount(_:tenantID:objectID:)``;
     ///     otherwise its tenant is the domain of its name).
     ///   - objectID: the account's directory object ID, when known.
+    ///
+    /// The tenant and object ID are recorded before the service is asked and kept while the account stays
+    /// registered (enrolled, or waiting for a retry); when the service's answer deregisters it (such as
+    /// ``EnrollmentStatusCode/notEmmAccount``), the registration it had before is put back, unless someone
+    /// registered the account again meanwhile.
     @discardableResult
     public func registerAndEnrollAccount(
         _ account: Identity, tenantID: TenantID? = nil, objectID: String? = nil
@@ -160,8 +165,13 @@ public final class EnrollmentManager: Sendable {
         if case let .refuse(code, message) = gate {
             return report(EnrollmentStatus(identity: account, statusCode: code, errorString: message), .enrollment)
         }
+        // The tenant and object ID given count while the account stays registered: an enrollment the service
+        // refuses (the account deregistered) puts back what was registered before, as if it never ran.
+        var registration: (previous: AccountInfo?, current: AccountInfo)?
         if tenantID != nil || objectID != nil {
+            let previous = policyManager.accountInfo(for: account)
             policyManager.registerAccount(account, tenantID: tenantID, objectID: objectID)
+            registration = (previous, AccountInfo(identity: account, tenantID: tenantID, objectID: objectID))
         }
         updateClaims()
         let response = await service.enroll(account)
@@ -170,7 +180,8 @@ public final class EnrollmentManager: Sendable {
         let retryInterval = policyManager.settings.enrollmentRetryInterval
         let refreshInterval = policyManager.settings.policyRefreshInterval
         let managedNow = policyManager.enrolledAccounts
-        let enrolled = state.withLock { state -> Bool in
+        /// Records the service's answer in `state`; whether the account is enrolled now.
+        func decide(_ state: inout State) -> Bool {
             guard state.registered.contains(account) else {
                 code = .reEnrollForUnenrolledUser
                 message = "\(account.name) was deregistered while enrolling"
@@ -195,6 +206,13 @@ public final class EnrollmentManager: Sendable {
                 state.retries[account] = scheduleRetry(of: account, after: retryInterval, in: &state)
             }
             return false
+        }
+        let (enrolled, deregistered) = state.withLock { state -> (Bool, Bool) in
+            let enrolled = decide(&state)
+            return (enrolled, !state.registered.contains(account))
+        }
+        if deregistered, let registration {
+            policyManager.restoreRegistration(of: account, to: registration.previous, ifStill: registration.current)
         }
         if enrolled {
             // A new enrollment starts the account afresh after a wipe.

@@ -124,6 +124,16 @@ struct AccountIndex {
         return recompute([info.identity], previous: (policies, limit))
     }
 
+    /// Puts `previous` (`nil`: none) back as the registration of `identity`, if its registration is still
+    /// `current`: whoever registered it since keeps theirs.
+    mutating func restoreRegistration(of identity: Identity, to previous: AccountInfo?, ifStill current: AccountInfo) -> Changes {
+        guard registry[identity] == current else { return [:] }
+        if let old = current.objectID { objectIDs[Identity(old)] = nil }
+        registry[identity] = previous
+        if let objectID = previous?.objectID { objectIDs[Identity(objectID)] = identity }
+        return recompute([identity], previous: (policies, limit))
+    }
+
     mutating func setPending(_ accounts: Set<Identity>) -> Changes {
         let touched = pending.symmetricDifference(accounts)
         pending = accounts

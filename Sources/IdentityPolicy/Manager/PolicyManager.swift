@@ -291,6 +291,15 @@ public final class PolicyManager: Sendable {
         announce(transitions, policiesChanged: !transitions.isEmpty)
     }
 
+    /// Puts `previous` back as `account`'s registration if it is still `current`: an enrollment that
+    /// registered `current` ended without the account (the service refused it).
+    func restoreRegistration(of account: Identity, to previous: AccountInfo?, ifStill current: AccountInfo) {
+        let transitions = updateAccounts { state in
+            ((), state.accounts.restoreRegistration(of: account, to: previous, ifStill: current))
+        }.1
+        announce(transitions, policiesChanged: !transitions.isEmpty)
+    }
+
     /// What was registered for `account`, or `nil`.
     public func accountInfo(for account: Identity) -> AccountInfo? {
         state.withLock { $0.accounts.registry[account] }
