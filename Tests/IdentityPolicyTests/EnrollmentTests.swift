@@ -127,6 +127,46 @@ struct EnrollmentTests {
         #expect(fixture.policy.tenant(for: bob) == "contoso-tid")
     }
 
+    @Test("an account the service wants wiped is refused from the service's answer on, not from when the wipe starts")
+    func wipeAnswerBlocksAtOnce() async throws {
+        final class GatedUnenroll: EnrollmentService {
+            let gate = Gate()
+            let enrollAnswer: EnrollmentStatusCode
+            init(enrollAnswer: EnrollmentStatusCode) { self.enrollAnswer = enrollAnswer }
+            func enroll(_ account: Identity) async -> EnrollmentServiceResponse { EnrollmentServiceResponse(enrollAnswer) }
+            func checkIn(_ account: Identity) async -> EnrollmentServiceResponse { EnrollmentServiceResponse(.wipeReceived) }
+            func unenroll(_ account: Identity) async -> EnrollmentServiceResponse {
+                await gate.wait()
+                return EnrollmentServiceResponse(.unenrollmentSuccess)
+            }
+        }
+        let policy = PolicyManager(settings: RuntimeSettings())
+        let previouslyWiped = GatedUnenroll(enrollAnswer: .wipeReceived)
+        let enrollment = EnrollmentManager(policyManager: policy, service: previouslyWiped, scheduler: ManualScheduler())
+        _ = await policy.wipeData(forAccount: alice)
+        let enrolling = Task { await enrollment.registerAndEnrollAccount(alice) }
+        #expect(await eventually { previouslyWiped.gate.entered == 1 })
+        #expect(policy.blockReason(for: alice) == .wiped)
+        await #expect(throws: AdmissionError(account: alice, result: .notAllowed, cause: .blocked(.wiped))) {
+            try await policy.withAdmittedIdentity(alice) {}
+        }
+        previouslyWiped.gate.open()
+        _ = await enrolling.value
+        #expect(policy.blockReason(for: alice) == .wiped)
+
+        // A check-in answering "wipe": refused while the service hears of the unenrolment.
+        let checkedIn = GatedUnenroll(enrollAnswer: .newPoliciesReceived)
+        let other = EnrollmentManager(policyManager: policy, service: checkedIn, scheduler: ManualScheduler())
+        _ = await other.registerAndEnrollAccount(bob)
+        let checking = Task { await other.refreshPolicy(for: bob) }
+        #expect(await eventually { checkedIn.gate.entered == 1 })
+        await #expect(throws: AdmissionError(account: bob, result: .notAllowed, cause: .blocked(.wiped))) {
+            try await policy.withAdmittedIdentity(bob) {}
+        }
+        checkedIn.gate.open()
+        _ = await checking.value
+    }
+
     @Test("refusals before the service is asked", arguments: [
         (Identity.unmanaged, EnrollmentStatusCode.nilAccount),
         (carol, .notEmmAccount),

@@ -214,7 +214,11 @@ public final class EnrollmentManager: Sendable {
         if deregistered, let registration {
             policyManager.restoreRegistration(of: account, to: registration.previous, ifStill: registration.current)
         }
-        if enrolled {
+        if enrolled, code == .wipeReceived {
+            // The service wants the account wiped: it stays (or becomes) blocked from now, not only from when
+            // the wipe below starts, after the service heard of the unenrolment.
+            policyManager.blockAccount(account, reason: .wiped)
+        } else if enrolled {
             // A new enrollment starts the account afresh after a wipe.
             policyManager.unblockAccount(account, reason: .wiped)
             policyManager.setEnrolled(account, true)
@@ -295,6 +299,9 @@ public final class EnrollmentManager: Sendable {
         guard let wasEnrolled else {
             return report(EnrollmentStatus(identity: account, statusCode: .notEnrolledAccount, errorString: "\(account.name) is not registered"), .unenroll)
         }
+        // An account about to be wiped is refused from now: nothing is admitted or created for it while the
+        // service hears of the unenrolment (the wipe itself blocks it too, when it starts).
+        if withWipe { policyManager.blockAccount(account, reason: .wiped) }
         var message: String?
         if wasEnrolled {
             let response = await service.unenroll(account)
