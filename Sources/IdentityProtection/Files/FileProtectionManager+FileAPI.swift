@@ -29,7 +29,7 @@ extension FileProtectionManager {
         // time, or a cancelled asynchronous call, ends the write here.
         var sealing: (key: ProtectionKey, header: EncryptedFileFormat.Header)?
         if let owner, requiresEncryption(owner) {
-            let key = try keyStore.currentKey(for: owner)
+            let key = try keyStore.keyForNewData(of: owner)
             sealing = (key, try EncryptedFileFormat.newHeader(owner: owner, key: key, chunkSize: chunkSize))
         }
         let mode = previous.map { $0.st_mode & 0o7777 } ?? (sealing != nil ? 0o600 : 0o644)

@@ -229,7 +229,7 @@ public final class FileProtectionManager: Sendable {
         if let existing, existing.owner == owner, !existing.isLegacy {
             return try owners.setOwner(policy.record(ofNewDataOwnedBy: owner), fd: fd, path: path)
         }
-        let key = try keyStore.currentKey(for: owner)
+        let key = try keyStore.keyForNewData(of: owner)
         let header = try EncryptedFileFormat.newHeader(owner: owner, key: key, chunkSize: chunkSize)
         var output = try AtomicFile(replacing: path, mode: info.st_mode & 0o7777)
         do throws(ProtectionError) {
