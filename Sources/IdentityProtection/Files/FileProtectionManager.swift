@@ -64,7 +64,6 @@ public final class FileProtectionManager: Sendable {
     /// Everything but the policy: roots, keys, owners, the wipe journal, creations in flight.
     package let storage: ProtectedRoots
 
-    var reservedDirectories: [String] { storage.reservedDirectories }
     var owners: FileOwnerStore { storage.owners }
     var creations: CreationTracker { storage.creations }
 
@@ -335,7 +334,8 @@ public final class FileProtectionManager: Sendable {
     /// checks, the owner records and the write are all about the same file (a link is never replaced
     /// itself: writing through it writes the file it points to). A path that does not exist yet resolves
     /// through its directory.
-    /// - Throws: ``ProtectionError/reservedPath(path:)`` (116) the path lies in the state directory or the key store's directory; ``ProtectionError/fileNotFound(path:)`` (105) a link that
+    /// - Throws: ``ProtectionError/reservedPath(path:)`` (116) the path lies in the state directory, a directory
+    ///   the key store declares, or the directory of any `FileKeyStore` of the process; ``ProtectionError/fileNotFound(path:)`` (105) a link that
     ///   points nowhere.
     func target(_ path: String) throws(ProtectionError) -> String {
         let absolute = Paths.absolute(path)
@@ -351,9 +351,7 @@ public final class FileProtectionManager: Sendable {
         } else {
             resolved = absolute   // no such directory: the operation itself fails (105 or 106)
         }
-        for reserved in reservedDirectories where Paths.isWithin(resolved, root: reserved) {
-            throw .reservedPath(path: absolute)
-        }
+        if storage.isReserved(resolved) { throw .reservedPath(path: absolute) }
         return resolved
     }
 
