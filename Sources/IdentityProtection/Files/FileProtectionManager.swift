@@ -259,14 +259,20 @@ public final class FileProtectionManager: Sendable {
     ///
     /// Access: a read of the owner's data and a modification of it (the file is rewritten), asked for a file
     /// in the clear as well (then nothing is rewritten).
+    ///
+    /// The plaintext is written as a creation of the owner's data: a wipe of the owner
+    /// (``removeFiles(ownedBy:)``) either waits for it and deletes the result, or refuses it (103) when it
+    /// began, or ran, after the key was fetched.
     /// - Throws: ``ProtectionError/accessDenied(identity:reader:)`` (108) the caller may not read or modify the owner's data; ``ProtectionError/fileNotFound(path:)`` (105) no regular file; ``ProtectionError/invalidEnvelope(reason:)`` (100) malformed or truncated; ``ProtectionError/unsupportedVersion(_:)`` (101) version; ``ProtectionError/authenticationFailed`` (102) tampered, reordered or
-    ///   dropped chunk; ``ProtectionError/keyNotFound(identity:keyID:)`` (103) the owner's key is gone; ``ProtectionError/invalidIdentity(reason:)`` (104) bad owner field; ``ProtectionError/ioFailure(path:operation:errno:)`` (106) the OS refused.
+    ///   dropped chunk; ``ProtectionError/keyNotFound(identity:keyID:)`` (103) the owner's key is gone, or a wipe of the owner raced the decryption; ``ProtectionError/invalidIdentity(reason:)`` (104) bad owner field; ``ProtectionError/ioFailure(path:operation:errno:)`` (106) the OS refused.
     public func decryptFile(atPath path: String) throws(ProtectionError) {
         try decrypt(path: path, access: nil)
     }
 
     /// ``decryptFile(atPath:)``, asking the policy for `access` (`nil`: a read by the effective file identity).
     private func decrypt(path: String, access: ProtectedDataAccess?) throws(ProtectionError) {
+        // Noted before the key is fetched: a wipe of the owner from then on refuses the plaintext's write.
+        let since = KeyRevocations.shared.epoch(of: keyStore)
         let path = try target(path)
         let info = try regularFileInfo(path)
         let fd = try POSIX.openFile(path, O_RDONLY)
@@ -287,20 +293,27 @@ public final class FileProtectionManager: Sendable {
         }
         guard let header else { return }
         var source = DecryptingSource(try decryptor(fd: fd, path: path, header: header, access: access))
-        // The plaintext stays isolated: the encryption was the record that its owner was managed.
-        try writePlaintext(from: &source, to: path, mode: info.st_mode & 0o7777, owner: header.recordedOwner)
-        try owners.forget([info])
+        // The plaintext is the owner's data written anew: a creation, so that a wipe of the owner either waits
+        // for it and removes it, or refuses it (never a plaintext file back where the wipe deleted one).
+        try creating(for: header.owner, since: since) { () throws(ProtectionError) in
+            // The plaintext stays isolated: the encryption was the record that its owner was managed.
+            try writePlaintext(from: &source, to: path, mode: info.st_mode & 0o7777, owner: header.recordedOwner)
+            try owners.forget([info])
+        }
     }
 
     /// Writes the plaintext of the file at `path` to `copyPath` (the `toPath:` argument; atomically, replacing what is there), and
     /// leaves `path` as it is. The copy is owned by the original's owner, so a wipe of that owner removes it
-    /// too. A file that is not encrypted is copied as it is.
+    /// too, and a wipe of that owner racing the copy either deletes it or refuses it (103), as for
+    /// ``decryptFile(atPath:)``. A file that is not encrypted is copied as it is.
     ///
     /// Access: reading `path` is a read of its owner's data; a file already at `copyPath` is replaced, which
     /// modifies its owner's data and, for another owner, transfers it (as ``writeFile(atPath:contents:)`` over it).
     /// - Throws: as ``decryptFile(atPath:)``; ``ProtectionError/accessDenied(identity:reader:)`` (108) when the file at `copyPath` may not be replaced by the caller;
     ///   ``ProtectionError/ioFailure(path:operation:errno:)`` (106) when `copyPath` cannot be written.
     public func decryptFile(atPath path: String, toPath copyPath: String) throws(ProtectionError) {
+        // Noted before the key is fetched: a wipe of the owner from then on refuses the copy (see `decrypt`).
+        let since = KeyRevocations.shared.epoch(of: keyStore)
         let path = try target(path)
         let copyPath = try target(copyPath)
         let info = try regularFileInfo(path)
@@ -319,13 +332,19 @@ public final class FileProtectionManager: Sendable {
             try authorizeHandOver(of: try currentOwner(path: copyPath, info: existing, header: try encryptedHeader(copyPath)), to: owner.owner)
         }
         if let header {
-            return try writeDecrypted(fd: fd, path: path, header: header, to: copyPath, mode: mode)
+            var source = DecryptingSource(try decryptor(fd: fd, path: path, header: header))
+            // The copy is the owner's data: a creation, waited for or refused by a wipe of the owner.
+            return try creating(for: header.owner, since: since) { () throws(ProtectionError) in
+                try writePlaintext(from: &source, to: copyPath, mode: mode, owner: header.recordedOwner)
+            }
         }
         try policy.authorize(.read(reader: IdentityContext.effectiveFileIdentity), to: owner)
         guard lseek(fd, 0, SEEK_SET) == 0 else { throw POSIX.failure(path, "lseek") }
         var source = FileDescriptorSource(fd: fd, path: path)
-        // The copy is new data: isolated when its owner is managed now, as well as when the original is.
-        try writePlaintext(from: &source, to: copyPath, mode: mode, owner: record(of: owner.owner, carrying: owner))
+        try creating(for: owner.owner, since: since) { () throws(ProtectionError) in
+            // The copy is new data: isolated when its owner is managed now, as well as when the original is.
+            try writePlaintext(from: &source, to: copyPath, mode: mode, owner: record(of: owner.owner, carrying: owner))
+        }
     }
 
     // MARK: Internals
@@ -435,13 +454,6 @@ public final class FileProtectionManager: Sendable {
             () throws(ProtectionError) -> ProtectionKey in try keyStore.key(withID: header.keyID, for: header.owner)
         }
         return try EncryptedFileFormat.Decryptor(fd: fd, path: path, header: header, key: key)
-    }
-
-    private func writeDecrypted(
-        fd: Int32, path: String, header: EncryptedFileFormat.Header, to destination: String, mode: mode_t
-    ) throws(ProtectionError) {
-        var source = DecryptingSource(try decryptor(fd: fd, path: path, header: header))
-        try writePlaintext(from: &source, to: destination, mode: mode, owner: header.recordedOwner)
     }
 
     /// Copies everything `source` yields into `destination` atomically (temporary file, fsync, rename),

@@ -157,6 +157,8 @@ extension ProtectedRoots {
         // handles opened meanwhile).
         for account in accounts { KeyRevocations.shared.revoke(account, in: keyStore) }
         try journal.add(accounts)
+        // Decryptions whose creation begins from here on are refused; creations that began before are waited for.
+        creations.beginRemoval(accounts)
         creations.waitUntilIdle(accounts)
         var wipe = WipeRun(accounts: accounts.sorted { $0.foldedName < $1.foldedName })
         var forgotten: [stat] = []
@@ -204,6 +206,7 @@ extension ProtectedRoots {
     private func finishWipe(_ wipe: WipeRun) -> FileWipeOutcome {
         var wipe = wipe
         for account in wipe.accounts { KeyRevocations.shared.revoke(account, in: keyStore) }
+        creations.endRemoval(Set(wipe.accounts))
         if wipe.firstError == nil {
             do throws(ProtectionError) { try journal.remove(Set(wipe.accounts)) } catch { wipe.note(error) }
         }

@@ -89,6 +89,19 @@ package final class KeyRevocations: Sendable {
         }
     }
 
+    /// Whether `owner` was revoked in `store`'s scope (a wipe of it began or ended there) since `epoch`
+    /// (``epoch(of:)`` when an operation began): an operation that fetched the owner's key before such a wipe
+    /// reached its files must not write what it decrypted with it.
+    package func wasRevoked(_ owner: Identity, in store: any KeyStore, since epoch: UInt64) -> Bool {
+        let (key, object) = Self.scopeKey(store)
+        return state.withLock { state in
+            guard let scope = state.scopes[key], scope.belongs(to: object), let revoked = scope.revokedAt[owner] else {
+                return false
+            }
+            return revoked > epoch
+        }
+    }
+
     /// The token that a handle on `owner`'s data, opened with keys from `store`, holds from now on.
     /// - Parameters:
     ///   - epoch: ``epoch(of:)`` when the open began.
