@@ -54,8 +54,7 @@ extension FileProtectionManager {
             defer { POSIX.closeFile(fd) }
             // Read as the owner: the release is the administrator's, not a reader's (see the warning above).
             var source = DecryptingSource(try decryptor(fd: fd, path: path, header: header, access: .read(reader: owner)))
-            try writePlaintext(from: &source, to: path, mode: info.st_mode & 0o7777, owner: released)
-            try owners.forget([info])
+            try writePlaintext(from: &source, to: path, mode: info.st_mode & 0o7777, owner: released, replacing: info)
         }
     }
 

@@ -159,13 +159,12 @@ public final class FileProtectionManager: Sendable {
         defer { POSIX.closeFile(fd) }
         if let header = try EncryptedFileFormat.readHeader(fd, path: path) {
             var source = DecryptingSource(try decryptor(fd: fd, path: path, header: header, access: .transfer(to: owner.owner)))
-            try writePlaintext(from: &source, to: path, mode: info.st_mode & 0o7777, owner: owner)
+            try writePlaintext(from: &source, to: path, mode: info.st_mode & 0o7777, owner: owner, replacing: info)
         } else {
             guard lseek(fd, 0, SEEK_SET) == 0 else { throw POSIX.failure(path, "lseek") }
             var source = FileDescriptorSource(fd: fd, path: path)
-            try writePlaintext(from: &source, to: path, mode: info.st_mode & 0o7777, owner: owner)
+            try writePlaintext(from: &source, to: path, mode: info.st_mode & 0o7777, owner: owner, replacing: info)
         }
-        try owners.forget([info])
     }
 
     /// The owner and encryption of the regular file at `path`, or `nil` when it has no owner.
@@ -297,8 +296,7 @@ public final class FileProtectionManager: Sendable {
         // for it and removes it, or refuses it (never a plaintext file back where the wipe deleted one).
         try creating(for: header.owner, since: since) { () throws(ProtectionError) in
             // The plaintext stays isolated: the encryption was the record that its owner was managed.
-            try writePlaintext(from: &source, to: path, mode: info.st_mode & 0o7777, owner: header.recordedOwner)
-            try owners.forget([info])
+            try writePlaintext(from: &source, to: path, mode: info.st_mode & 0o7777, owner: header.recordedOwner, replacing: info)
         }
     }
 
@@ -335,7 +333,7 @@ public final class FileProtectionManager: Sendable {
             var source = DecryptingSource(try decryptor(fd: fd, path: path, header: header))
             // The copy is the owner's data: a creation, waited for or refused by a wipe of the owner.
             return try creating(for: header.owner, since: since) { () throws(ProtectionError) in
-                try writePlaintext(from: &source, to: copyPath, mode: mode, owner: header.recordedOwner)
+                try writePlaintext(from: &source, to: copyPath, mode: mode, owner: header.recordedOwner, replacing: existing)
             }
         }
         try policy.authorize(.read(reader: IdentityContext.effectiveFileIdentity), to: owner)
@@ -343,7 +341,8 @@ public final class FileProtectionManager: Sendable {
         var source = FileDescriptorSource(fd: fd, path: path)
         try creating(for: owner.owner, since: since) { () throws(ProtectionError) in
             // The copy is new data: isolated when its owner is managed now, as well as when the original is.
-            try writePlaintext(from: &source, to: copyPath, mode: mode, owner: record(of: owner.owner, carrying: owner))
+            try writePlaintext(
+                from: &source, to: copyPath, mode: mode, owner: record(of: owner.owner, carrying: owner), replacing: existing)
         }
     }
 
@@ -458,8 +457,13 @@ public final class FileProtectionManager: Sendable {
 
     /// Copies everything `source` yields into `destination` atomically (temporary file, fsync, rename),
     /// owned as `owner` records; on any error the destination is left as it was.
+    ///
+    /// - Parameter replaced: `stat` of the file at `destination` that the copy replaces, `nil` when there was
+    ///   none. Its owner-index entry goes once the copy is in place (asked of every caller, so none forgets
+    ///   it): its inode may be reused by a file nobody owns, which would inherit the owner.
     func writePlaintext(
-        from source: inout some PlaintextSource, to destination: String, mode: mode_t, owner: RecordedOwner
+        from source: inout some PlaintextSource, to destination: String, mode: mode_t, owner: RecordedOwner,
+        replacing replaced: stat?
     ) throws(ProtectionError) {
         let pieceSize = 1 << 16
         var output = try AtomicFile(replacing: destination, mode: mode)
@@ -476,5 +480,6 @@ public final class FileProtectionManager: Sendable {
             output.discard()
             throw error
         }
+        if let replaced { try owners.forget([replaced]) }
     }
 }
