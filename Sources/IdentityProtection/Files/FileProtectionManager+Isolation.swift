@@ -87,4 +87,15 @@ extension FileProtectionManager {
     public func releaseIsolation(at url: URL) throws(ProtectionError) {
         try releaseIsolation(atPath: try url.protectionFilePath())
     }
+
+    /// The record of the plain file open as `fd`, whose owner `recorded` names, for a handle that writes
+    /// into it (a ``ProtectedFile`` or a `FileHandle` from ``openFile(atPath:options:permissions:)``): what
+    /// the handle writes is written while its owner is managed, so when the owner is managed now the file is
+    /// recorded isolated from then on, also after the owner stops being managed (never downgraded by a later
+    /// withdrawal). Called last in an open, once it can no longer fail for another reason.
+    func recordIsolation(ofWritesTo recorded: RecordedOwner, fd: Int32, path: String) throws(ProtectionError) -> RecordedOwner {
+        guard let owner = recorded.owner, !recorded.isIsolated, isManaged(owner) else { return recorded }
+        try owners.recordIsolation(of: owner, fd: fd, path: path)
+        return RecordedOwner(owner, isolated: true)
+    }
 }

@@ -504,13 +504,10 @@ public final class ProtectedFile: Sendable {
                     permissions: permissions, writes: writes, since: since, knownKey: key)
             }
             let token = try revocation(owner)
-            if writes, let owner, !recorded.isIsolated, manager.isManaged(owner) {
-                // What the handle writes is written while its owner is managed: from now on the file is
-                // isolated, also after its owner stops being managed (never downgraded by a later withdrawal).
+            if writes {
                 // Recorded last, once the open can no longer fail for another reason: a refused open leaves
                 // the record as it was.
-                try manager.owners.recordIsolation(of: owner, fd: fd, path: path)
-                recorded = RecordedOwner(owner, isolated: true)
+                recorded = try manager.recordIsolation(ofWritesTo: recorded, fd: fd, path: path)
             }
             return Opened(path: path, owner: recorded, fd: fd, store: nil, opener: caller, revocation: token)
         } catch {
