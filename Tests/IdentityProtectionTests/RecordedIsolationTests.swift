@@ -380,6 +380,25 @@ extension RecordedIsolationTests {
         let error = IdentityContext.withThreadIdentity(carol) { protectionError { try f.files.readFile(atPath: path) } }
         #expect(error?.code == 108)
     }
+
+    @Test("what a plain FileHandle writes while its owner is managed stays isolated after the owner leaves",
+          arguments: [OwnerStorage.automatic, .indexOnly], [FileOpenOptions.write, [.write, .append], [.read, .write]])
+    func fileHandleWritesUnderManagementAreIsolated(storage: OwnerStorage, options: FileOpenOptions) throws {
+        let f = try Fixture(ownerStorage: storage, encryptionRequired: false, isolated: true)
+        let path = f.path("dave.txt")
+        let dave: Identity = "dave@northwind.com"
+        try IdentityContext.withThreadIdentity(dave) { try f.files.writeFile(atPath: path, contents: Data("open".utf8)) }
+        f.policy.addManagedIdentity(dave)
+        try IdentityContext.withThreadIdentity(dave) {
+            let handle = try f.files.openFile(atPath: path, options: options)
+            try handle.write(contentsOf: Data("written while managed".utf8))
+            try handle.close()
+        }
+        f.policy.removeManagedIdentity(dave)
+        #expect(try f.files.isIsolated(atPath: path))
+        let error = IdentityContext.withThreadIdentity(carol) { protectionError { try f.files.readFile(atPath: path) } }
+        #expect(error?.code == 108)
+    }
 }
 
 /// The real path of `path` (the roots of a temporary directory may lie behind a symbolic link).

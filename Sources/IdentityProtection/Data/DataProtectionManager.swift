@@ -120,7 +120,7 @@ public final class DataProtectionManager: Sendable {
             output.append(contentsOf: plaintext)
             return output
         }
-        let key = try keyStore.currentKey(for: owner)
+        let key = try keyStore.keyForNewData(of: owner)
         let nonce = try ProtectionCrypto.randomBytes(ProtectionCrypto.nonceLength)
         let header = try DataEnvelope.header(owner: owner, key: key, nonce: nonce, bodyLength: plaintext.count)
         var output = Data(count: header.count + plaintext.count + ProtectionCrypto.tagLength)

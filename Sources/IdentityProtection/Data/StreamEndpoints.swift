@@ -14,7 +14,7 @@ struct StreamEndpoints {
             throw .invalidEnvelope(reason: "chunk size \(chunkSize) outside 1...\(EncryptedFileFormat.maximumChunkSize)")
         }
         try policy.authorizeCreation(for: owner)
-        let key = !owner.isUnmanaged && policy.isManaged(owner) ? try keyStore.currentKey(for: owner) : nil
+        let key = !owner.isUnmanaged && policy.isManaged(owner) ? try keyStore.keyForNewData(of: owner) : nil
         return try StreamSealer(header: try StreamFormat.makeHeader(owner: owner, key: key, chunkSize: chunkSize), key: key)
     }
 

@@ -29,7 +29,7 @@ extension FileProtectionManager {
         // time, or a cancelled asynchronous call, ends the write here.
         var sealing: (key: ProtectionKey, header: EncryptedFileFormat.Header)?
         if let owner, requiresEncryption(owner) {
-            let key = try keyStore.currentKey(for: owner)
+            let key = try keyStore.keyForNewData(of: owner)
             sealing = (key, try EncryptedFileFormat.newHeader(owner: owner, key: key, chunkSize: chunkSize))
         }
         let mode = previous.map { $0.st_mode & 0o7777 } ?? (sealing != nil ? 0o600 : 0o644)
@@ -98,7 +98,8 @@ extension FileProtectionManager {
     /// file and its owner; truncation replaces the file (other descriptors on it keep the old content).
     /// > Note: The `FileHandle` is a plain descriptor: the access check decides the open, and the handle then
     /// > reads and writes as the operating system lets it, also after its owner is blocked. A
-    /// > ``ProtectedFile`` asks the policy again on every operation.
+    /// > ``ProtectedFile`` asks the policy again on every operation. A handle that writes into an existing
+    /// > file whose owner is managed at the open records the file isolated then (see *Recorded isolation*).
     /// - Throws: ``ProtectionError/encryptionRequired(path:)`` (110) the file must be encrypted; ``ProtectionError/fileNotFound(path:)`` (105) missing (without ``FileOpenOptions/create``) or a
     ///   directory; ``ProtectionError/accessDenied(identity:reader:)`` (108) the caller may not see the owner's data; ``ProtectionError/accountBlocked(identity:reason:)`` (109) an owner is blocked; ``ProtectionError/ioFailure(path:operation:errno:)`` (106) the OS refused.
     public func openFile(
@@ -135,7 +136,7 @@ extension FileProtectionManager {
             throw .ioFailure(path: path, operation: "open", errno: EEXIST)
         }
         guard existing == nil || options.contains(.truncate) else {
-            return try openExisting(path, flags: flags)
+            return try openExisting(path, flags: flags, writes: writes)
         }
         // The handle reads (or writes) what the new owner puts into the file later: the caller must be
         // allowed that, as for an existing file of that owner.
@@ -169,8 +170,9 @@ extension FileProtectionManager {
     }
 
     /// ``openFile(atPath:options:permissions:)`` of an existing file without truncation, once the access
-    /// checks are done: nothing about the file changes.
-    private func openExisting(_ path: String, flags: Int32) throws(ProtectionError) -> FileHandle {
+    /// checks are done: nothing about the file changes but, for a handle that `writes`, the record that it is
+    /// isolated (``recordIsolation(ofWritesTo:fd:path:)``).
+    private func openExisting(_ path: String, flags: Int32, writes: Bool) throws(ProtectionError) -> FileHandle {
         let fd = try POSIX.openFile(path, flags)
         do throws(ProtectionError) {
             let info = try POSIX.fstatFD(fd, path: path)
@@ -182,6 +184,7 @@ extension FileProtectionManager {
             let owner = try currentOwner(path: path, info: info, header: nil)
             try policy.authorize(.read(reader: IdentityContext.effectiveFileIdentity), to: owner)
             if let owner = owner.owner, requiresEncryption(owner) { throw ProtectionError.encryptionRequired(path: path) }
+            if writes { _ = try recordIsolation(ofWritesTo: owner, fd: fd, path: path) }
         } catch {
             POSIX.closeFile(fd)
             throw error

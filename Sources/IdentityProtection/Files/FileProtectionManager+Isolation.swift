@@ -54,8 +54,7 @@ extension FileProtectionManager {
             defer { POSIX.closeFile(fd) }
             // Read as the owner: the release is the administrator's, not a reader's (see the warning above).
             var source = DecryptingSource(try decryptor(fd: fd, path: path, header: header, access: .read(reader: owner)))
-            try writePlaintext(from: &source, to: path, mode: info.st_mode & 0o7777, owner: released)
-            try owners.forget([info])
+            try writePlaintext(from: &source, to: path, mode: info.st_mode & 0o7777, owner: released, replacing: info)
         }
     }
 
@@ -87,5 +86,16 @@ extension FileProtectionManager {
     ///   ``releaseIsolation(atPath:)``.
     public func releaseIsolation(at url: URL) throws(ProtectionError) {
         try releaseIsolation(atPath: try url.protectionFilePath())
+    }
+
+    /// The record of the plain file open as `fd`, whose owner `recorded` names, for a handle that writes
+    /// into it (a ``ProtectedFile`` or a `FileHandle` from ``openFile(atPath:options:permissions:)``): what
+    /// the handle writes is written while its owner is managed, so when the owner is managed now the file is
+    /// recorded isolated from then on, also after the owner stops being managed (never downgraded by a later
+    /// withdrawal). Called last in an open, once it can no longer fail for another reason.
+    func recordIsolation(ofWritesTo recorded: RecordedOwner, fd: Int32, path: String) throws(ProtectionError) -> RecordedOwner {
+        guard let owner = recorded.owner, !recorded.isIsolated, isManaged(owner) else { return recorded }
+        try owners.recordIsolation(of: owner, fd: fd, path: path)
+        return RecordedOwner(owner, isolated: true)
     }
 }

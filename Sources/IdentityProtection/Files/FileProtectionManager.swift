@@ -64,7 +64,6 @@ public final class FileProtectionManager: Sendable {
     /// Everything but the policy: roots, keys, owners, the wipe journal, creations in flight.
     package let storage: ProtectedRoots
 
-    var reservedDirectories: [String] { storage.reservedDirectories }
     var owners: FileOwnerStore { storage.owners }
     var creations: CreationTracker { storage.creations }
 
@@ -160,13 +159,12 @@ public final class FileProtectionManager: Sendable {
         defer { POSIX.closeFile(fd) }
         if let header = try EncryptedFileFormat.readHeader(fd, path: path) {
             var source = DecryptingSource(try decryptor(fd: fd, path: path, header: header, access: .transfer(to: owner.owner)))
-            try writePlaintext(from: &source, to: path, mode: info.st_mode & 0o7777, owner: owner)
+            try writePlaintext(from: &source, to: path, mode: info.st_mode & 0o7777, owner: owner, replacing: info)
         } else {
             guard lseek(fd, 0, SEEK_SET) == 0 else { throw POSIX.failure(path, "lseek") }
             var source = FileDescriptorSource(fd: fd, path: path)
-            try writePlaintext(from: &source, to: path, mode: info.st_mode & 0o7777, owner: owner)
+            try writePlaintext(from: &source, to: path, mode: info.st_mode & 0o7777, owner: owner, replacing: info)
         }
-        try owners.forget([info])
     }
 
     /// The owner and encryption of the regular file at `path`, or `nil` when it has no owner.
@@ -229,7 +227,7 @@ public final class FileProtectionManager: Sendable {
         if let existing, existing.owner == owner, !existing.isLegacy {
             return try owners.setOwner(policy.record(ofNewDataOwnedBy: owner), fd: fd, path: path)
         }
-        let key = try keyStore.currentKey(for: owner)
+        let key = try keyStore.keyForNewData(of: owner)
         let header = try EncryptedFileFormat.newHeader(owner: owner, key: key, chunkSize: chunkSize)
         var output = try AtomicFile(replacing: path, mode: info.st_mode & 0o7777)
         do throws(ProtectionError) {
@@ -260,14 +258,20 @@ public final class FileProtectionManager: Sendable {
     ///
     /// Access: a read of the owner's data and a modification of it (the file is rewritten), asked for a file
     /// in the clear as well (then nothing is rewritten).
+    ///
+    /// The plaintext is written as a creation of the owner's data: a wipe of the owner
+    /// (``removeFiles(ownedBy:)``) either waits for it and deletes the result, or refuses it (103) when it
+    /// began, or ran, after the key was fetched.
     /// - Throws: ``ProtectionError/accessDenied(identity:reader:)`` (108) the caller may not read or modify the owner's data; ``ProtectionError/fileNotFound(path:)`` (105) no regular file; ``ProtectionError/invalidEnvelope(reason:)`` (100) malformed or truncated; ``ProtectionError/unsupportedVersion(_:)`` (101) version; ``ProtectionError/authenticationFailed`` (102) tampered, reordered or
-    ///   dropped chunk; ``ProtectionError/keyNotFound(identity:keyID:)`` (103) the owner's key is gone; ``ProtectionError/invalidIdentity(reason:)`` (104) bad owner field; ``ProtectionError/ioFailure(path:operation:errno:)`` (106) the OS refused.
+    ///   dropped chunk; ``ProtectionError/keyNotFound(identity:keyID:)`` (103) the owner's key is gone, or a wipe of the owner raced the decryption; ``ProtectionError/invalidIdentity(reason:)`` (104) bad owner field; ``ProtectionError/ioFailure(path:operation:errno:)`` (106) the OS refused.
     public func decryptFile(atPath path: String) throws(ProtectionError) {
         try decrypt(path: path, access: nil)
     }
 
     /// ``decryptFile(atPath:)``, asking the policy for `access` (`nil`: a read by the effective file identity).
     private func decrypt(path: String, access: ProtectedDataAccess?) throws(ProtectionError) {
+        // Noted before the key is fetched: a wipe of the owner from then on refuses the plaintext's write.
+        let since = KeyRevocations.shared.epoch(of: keyStore)
         let path = try target(path)
         let info = try regularFileInfo(path)
         let fd = try POSIX.openFile(path, O_RDONLY)
@@ -288,20 +292,26 @@ public final class FileProtectionManager: Sendable {
         }
         guard let header else { return }
         var source = DecryptingSource(try decryptor(fd: fd, path: path, header: header, access: access))
-        // The plaintext stays isolated: the encryption was the record that its owner was managed.
-        try writePlaintext(from: &source, to: path, mode: info.st_mode & 0o7777, owner: header.recordedOwner)
-        try owners.forget([info])
+        // The plaintext is the owner's data written anew: a creation, so that a wipe of the owner either waits
+        // for it and removes it, or refuses it (never a plaintext file back where the wipe deleted one).
+        try creating(for: header.owner, since: since) { () throws(ProtectionError) in
+            // The plaintext stays isolated: the encryption was the record that its owner was managed.
+            try writePlaintext(from: &source, to: path, mode: info.st_mode & 0o7777, owner: header.recordedOwner, replacing: info)
+        }
     }
 
     /// Writes the plaintext of the file at `path` to `copyPath` (the `toPath:` argument; atomically, replacing what is there), and
     /// leaves `path` as it is. The copy is owned by the original's owner, so a wipe of that owner removes it
-    /// too. A file that is not encrypted is copied as it is.
+    /// too, and a wipe of that owner racing the copy either deletes it or refuses it (103), as for
+    /// ``decryptFile(atPath:)``. A file that is not encrypted is copied as it is.
     ///
     /// Access: reading `path` is a read of its owner's data; a file already at `copyPath` is replaced, which
     /// modifies its owner's data and, for another owner, transfers it (as ``writeFile(atPath:contents:)`` over it).
     /// - Throws: as ``decryptFile(atPath:)``; ``ProtectionError/accessDenied(identity:reader:)`` (108) when the file at `copyPath` may not be replaced by the caller;
     ///   ``ProtectionError/ioFailure(path:operation:errno:)`` (106) when `copyPath` cannot be written.
     public func decryptFile(atPath path: String, toPath copyPath: String) throws(ProtectionError) {
+        // Noted before the key is fetched: a wipe of the owner from then on refuses the copy (see `decrypt`).
+        let since = KeyRevocations.shared.epoch(of: keyStore)
         let path = try target(path)
         let copyPath = try target(copyPath)
         let info = try regularFileInfo(path)
@@ -320,13 +330,20 @@ public final class FileProtectionManager: Sendable {
             try authorizeHandOver(of: try currentOwner(path: copyPath, info: existing, header: try encryptedHeader(copyPath)), to: owner.owner)
         }
         if let header {
-            return try writeDecrypted(fd: fd, path: path, header: header, to: copyPath, mode: mode)
+            var source = DecryptingSource(try decryptor(fd: fd, path: path, header: header))
+            // The copy is the owner's data: a creation, waited for or refused by a wipe of the owner.
+            return try creating(for: header.owner, since: since) { () throws(ProtectionError) in
+                try writePlaintext(from: &source, to: copyPath, mode: mode, owner: header.recordedOwner, replacing: existing)
+            }
         }
         try policy.authorize(.read(reader: IdentityContext.effectiveFileIdentity), to: owner)
         guard lseek(fd, 0, SEEK_SET) == 0 else { throw POSIX.failure(path, "lseek") }
         var source = FileDescriptorSource(fd: fd, path: path)
-        // The copy is new data: isolated when its owner is managed now, as well as when the original is.
-        try writePlaintext(from: &source, to: copyPath, mode: mode, owner: record(of: owner.owner, carrying: owner))
+        try creating(for: owner.owner, since: since) { () throws(ProtectionError) in
+            // The copy is new data: isolated when its owner is managed now, as well as when the original is.
+            try writePlaintext(
+                from: &source, to: copyPath, mode: mode, owner: record(of: owner.owner, carrying: owner), replacing: existing)
+        }
     }
 
     // MARK: Internals
@@ -335,7 +352,8 @@ public final class FileProtectionManager: Sendable {
     /// checks, the owner records and the write are all about the same file (a link is never replaced
     /// itself: writing through it writes the file it points to). A path that does not exist yet resolves
     /// through its directory.
-    /// - Throws: ``ProtectionError/reservedPath(path:)`` (116) the path lies in the state directory or the key store's directory; ``ProtectionError/fileNotFound(path:)`` (105) a link that
+    /// - Throws: ``ProtectionError/reservedPath(path:)`` (116) the path lies in the state directory, a directory
+    ///   the key store declares, or the directory of any `FileKeyStore` of the process; ``ProtectionError/fileNotFound(path:)`` (105) a link that
     ///   points nowhere.
     func target(_ path: String) throws(ProtectionError) -> String {
         let absolute = Paths.absolute(path)
@@ -351,9 +369,7 @@ public final class FileProtectionManager: Sendable {
         } else {
             resolved = absolute   // no such directory: the operation itself fails (105 or 106)
         }
-        for reserved in reservedDirectories where Paths.isWithin(resolved, root: reserved) {
-            throw .reservedPath(path: absolute)
-        }
+        if storage.isReserved(resolved) { throw .reservedPath(path: absolute) }
         return resolved
     }
 
@@ -439,17 +455,15 @@ public final class FileProtectionManager: Sendable {
         return try EncryptedFileFormat.Decryptor(fd: fd, path: path, header: header, key: key)
     }
 
-    private func writeDecrypted(
-        fd: Int32, path: String, header: EncryptedFileFormat.Header, to destination: String, mode: mode_t
-    ) throws(ProtectionError) {
-        var source = DecryptingSource(try decryptor(fd: fd, path: path, header: header))
-        try writePlaintext(from: &source, to: destination, mode: mode, owner: header.recordedOwner)
-    }
-
     /// Copies everything `source` yields into `destination` atomically (temporary file, fsync, rename),
     /// owned as `owner` records; on any error the destination is left as it was.
+    ///
+    /// - Parameter replaced: `stat` of the file at `destination` that the copy replaces, `nil` when there was
+    ///   none. Its owner-index entry goes once the copy is in place (asked of every caller, so none forgets
+    ///   it): its inode may be reused by a file nobody owns, which would inherit the owner.
     func writePlaintext(
-        from source: inout some PlaintextSource, to destination: String, mode: mode_t, owner: RecordedOwner
+        from source: inout some PlaintextSource, to destination: String, mode: mode_t, owner: RecordedOwner,
+        replacing replaced: stat?
     ) throws(ProtectionError) {
         let pieceSize = 1 << 16
         var output = try AtomicFile(replacing: destination, mode: mode)
@@ -466,5 +480,6 @@ public final class FileProtectionManager: Sendable {
             output.discard()
             throw error
         }
+        if let replaced { try owners.forget([replaced]) }
     }
 }

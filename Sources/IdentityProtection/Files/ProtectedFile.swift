@@ -409,8 +409,7 @@ public final class ProtectedFile: Sendable {
             // and the header sealed with it.
             var sealing: (key: ProtectionKey, header: EncryptedFileFormat.Header)?
             if let newOwner, manager.requiresEncryption(newOwner) {
-                let key = try manager.keyStore.currentKey(for: newOwner)
-                try KeyRevocations.shared.refuseIfDestroyed(key, of: newOwner)
+                let key = try manager.keyStore.keyForNewData(of: newOwner)
                 sealing = (key, try EncryptedFileFormat.newHeader(owner: newOwner, key: key, chunkSize: manager.chunkSize))
             }
             // The new (or emptied) file is made whole under a temporary name, owner and header included, and
@@ -479,8 +478,7 @@ public final class ProtectedFile: Sendable {
                     POSIX.closeFile(fd)
                     closed = true
                     // The current key before the file changes, and the open with it (as for a plain file below).
-                    let current = try manager.keyStore.currentKey(for: header.owner)
-                    try KeyRevocations.shared.refuseIfDestroyed(current, of: header.owner)
+                    let current = try manager.keyStore.keyForNewData(of: header.owner)
                     try manager.encryptFile(atPath: path, owner: header.owner)
                     return try openExisting(
                         manager: manager, path: path, flags: flags, options: options.subtracting([.create, .truncate, .exclusive]),
@@ -497,8 +495,7 @@ public final class ProtectedFile: Sendable {
                 // encryption records it isolated). The key comes before the file or its record changes, and the
                 // handle opens with that key: a store that stops answering in between cannot leave the file
                 // encrypted, or recorded isolated, with the open refused.
-                let key = try manager.keyStore.currentKey(for: owner)
-                try KeyRevocations.shared.refuseIfDestroyed(key, of: owner)
+                let key = try manager.keyStore.keyForNewData(of: owner)
                 POSIX.closeFile(fd)
                 closed = true
                 try manager.encryptFile(atPath: path, owner: owner)
@@ -507,13 +504,10 @@ public final class ProtectedFile: Sendable {
                     permissions: permissions, writes: writes, since: since, knownKey: key)
             }
             let token = try revocation(owner)
-            if writes, let owner, !recorded.isIsolated, manager.isManaged(owner) {
-                // What the handle writes is written while its owner is managed: from now on the file is
-                // isolated, also after its owner stops being managed (never downgraded by a later withdrawal).
+            if writes {
                 // Recorded last, once the open can no longer fail for another reason: a refused open leaves
                 // the record as it was.
-                try manager.owners.recordIsolation(of: owner, fd: fd, path: path)
-                recorded = RecordedOwner(owner, isolated: true)
+                recorded = try manager.recordIsolation(ofWritesTo: recorded, fd: fd, path: path)
             }
             return Opened(path: path, owner: recorded, fd: fd, store: nil, opener: caller, revocation: token)
         } catch {

@@ -20,7 +20,9 @@ package final class ProtectedRoots: Sendable {
     package let keyStore: any KeyStore
     /// The real path of the state directory.
     package let stateDirectory: String
-    /// The runtime's own directories (real paths), never read or written through the file APIs.
+    /// The runtime's own directories (real paths), never read or written through the file APIs: the state
+    /// directory and the key store's ``KeyStore/keyDirectories``; the directories of every `FileKeyStore` in
+    /// the process are reserved as well (``isReserved(_:)``).
     let reservedDirectories: [String]
     let owners: FileOwnerStore
     let journal: WipeJournal
@@ -49,8 +51,19 @@ package final class ProtectedRoots: Sendable {
         self.owners = FileOwnerStore(storage: ownerStorage, index: OwnerIndex(path: Paths.join(stateDirectory, "owners.index")))
         self.journal = WipeJournal(path: Paths.join(stateDirectory, "wipes.journal"))
         self.registeredRoots = LockedValue(roots.map(Paths.absolute))
-        self.reservedDirectories = [stateDirectory] + ((keyStore as? FileKeyStore).map { [$0.directory] } ?? [])
+        // Resolved as the paths they are compared with are, so that a link to a key directory names it too.
+        self.reservedDirectories = [stateDirectory] + keyStore.keyDirectories.map { directory in
+            let absolute = Paths.absolute(directory)
+            return POSIX.realPath(absolute) ?? absolute
+        }
         try finishInterruptedRemovals()
+    }
+
+    /// Whether `resolved` (absolute, links resolved) is or lies in one of the runtime's own directories: the
+    /// ``reservedDirectories``, or the directory of any `FileKeyStore` of the process, which a store that
+    /// wraps one reaches without saying so.
+    func isReserved(_ resolved: String) -> Bool {
+        reservedDirectories.contains { Paths.isWithin(resolved, root: $0) } || KeyDirectories.shared.contains(resolved)
     }
 
     /// The protected roots (absolute paths).
@@ -144,6 +157,8 @@ extension ProtectedRoots {
         // handles opened meanwhile).
         for account in accounts { KeyRevocations.shared.revoke(account, in: keyStore) }
         try journal.add(accounts)
+        // Decryptions whose creation begins from here on are refused; creations that began before are waited for.
+        creations.beginRemoval(accounts)
         creations.waitUntilIdle(accounts)
         var wipe = WipeRun(accounts: accounts.sorted { $0.foldedName < $1.foldedName })
         var forgotten: [stat] = []
@@ -191,6 +206,7 @@ extension ProtectedRoots {
     private func finishWipe(_ wipe: WipeRun) -> FileWipeOutcome {
         var wipe = wipe
         for account in wipe.accounts { KeyRevocations.shared.revoke(account, in: keyStore) }
+        creations.endRemoval(Set(wipe.accounts))
         if wipe.firstError == nil {
             do throws(ProtectionError) { try journal.remove(Set(wipe.accounts)) } catch { wipe.note(error) }
         }

@@ -79,12 +79,22 @@ struct WipeJournal: Sendable {
 /// began: creations that start later run their check after the account was refused, so writers that keep
 /// trying cannot starve it.
 ///
+/// The accounts being removed are marked here too (``beginRemoval(_:)``, before the removal reads its
+/// horizon). A creation of what was decrypted with a key fetched before it began (a decryption's plaintext)
+/// that finds its owner marked once it holds its ticket is refused: the removal does not wait for it, so it
+/// must not write plaintext that the removal's walk may already have passed, whatever the policy says of the
+/// account meanwhile (a removal through ``FileProtectionManager/removeFiles(ownedBy:)`` does not block it).
+/// Other creations are not asked: the later round of an asynchronous write whose first round was in flight
+/// when the removal began is waited for through that round's ticket, and must go on.
+///
 /// A removal blocks on a condition variable that every ended creation signals: it wakes when the last of its
 /// creations ends, with no polling.
 final class CreationTracker: Sendable {
     private struct State {
         var nextTicket: UInt64 = 0
         var inFlight: [Identity: Set<UInt64>] = [:]
+        /// The accounts whose removal is running, with the number of removals of each.
+        var removing: [Identity: Int] = [:]
 
         /// Whether a creation for one of `owners` with a ticket up to `horizon` is in flight.
         func isBusy(_ owners: Set<Identity>, upTo horizon: UInt64) -> Bool {
@@ -101,6 +111,29 @@ final class CreationTracker: Sendable {
             state.inFlight[owner, default: []].insert(state.nextTicket)
             return state.nextTicket
         }
+    }
+
+    /// Marks `owners` as being removed, until ``endRemoval(_:)``: decryptions whose creation begins from now on
+    /// are refused (``isBeingRemoved(_:)``). Called before the removal reads its horizon (``waitUntilIdle(_:timeout:)``).
+    func beginRemoval(_ owners: Set<Identity>) {
+        state.withLock { state in
+            for owner in owners { state.removing[owner, default: 0] += 1 }
+        }
+    }
+
+    /// Ends a removal of `owners` that ``beginRemoval(_:)`` marked.
+    func endRemoval(_ owners: Set<Identity>) {
+        state.withLock { state in
+            for owner in owners {
+                let count = (state.removing[owner] ?? 1) - 1
+                state.removing[owner] = count > 0 ? count : nil
+            }
+        }
+    }
+
+    /// Whether a removal of `owner` is running: asked by a decryption's creation once it holds its ticket.
+    func isBeingRemoved(_ owner: Identity) -> Bool {
+        state.withLock { $0.removing[owner] != nil }
     }
 
     /// Ends the creation `ticket` of `owner` and wakes the removals waiting, which check whether it was the
@@ -128,8 +161,14 @@ final class CreationTracker: Sendable {
 extension FileProtectionManager {
     /// Runs `body`, which creates a file owned by `owner` (or makes `owner` a file's owner), after the access
     /// check, counted as a creation in flight (see ``CreationTracker``).
+    ///
+    /// - Parameter since: for a creation of what the caller decrypted with a key it fetched before, the
+    ///   revocation count (`KeyRevocations.epoch(of:)`) noted before it fetched the key: a wipe of `owner`
+    ///   that is running, or ran since, and does not wait for this creation, refuses it.
+    /// - Throws: ``ProtectionError/keyNotFound(identity:keyID:)`` (103) with `since`: a removal of `owner`
+    ///   is running or ran since; the policy's refusal to create data for `owner`; what `body` throws.
     func creating<Result>(
-        for owner: Identity?, _ body: () throws(ProtectionError) -> Result
+        for owner: Identity?, since: UInt64? = nil, _ body: () throws(ProtectionError) -> Result
     ) throws(ProtectionError) -> Result {
         guard let owner, !owner.isUnmanaged else {
             return try body()
@@ -137,6 +176,11 @@ extension FileProtectionManager {
         let ticket = creations.begin(owner)
         do throws(ProtectionError) {
             try policy.authorizeCreation(for: owner)
+            // Asked once the ticket is held: a removal that started earlier does not wait for this creation, and
+            // is seen here; one that starts later waits for it, and removes what it creates.
+            if let since, creations.isBeingRemoved(owner) || KeyRevocations.shared.wasRevoked(owner, in: keyStore, since: since) {
+                throw ProtectionError.keyNotFound(identity: owner, keyID: nil)
+            }
             let result = try body()
             creations.end(owner, ticket: ticket)
             return result

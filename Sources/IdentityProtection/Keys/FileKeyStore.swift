@@ -68,7 +68,12 @@ public final class FileKeyStore: KeyStore {
     public init(atPath path: String) throws(ProtectionError) {
         let absolute = Paths.absolute(path)
         self.directory = try POSIX.makePrivateDirectory(absolute)
+        // Reserved for every manager in the process, including those given a store that wraps this one.
+        KeyDirectories.shared.register(directory)
     }
+
+    /// ``directory``: no ``FileProtectionManager`` reads or writes a key file through its file APIs.
+    public var keyDirectories: [String] { [directory] }
 
     public func currentKey(for identity: Identity) throws(ProtectionError) -> ProtectionKey {
         try requireNamed(identity)

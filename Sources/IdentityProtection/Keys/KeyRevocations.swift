@@ -89,6 +89,19 @@ package final class KeyRevocations: Sendable {
         }
     }
 
+    /// Whether `owner` was revoked in `store`'s scope (a wipe of it began or ended there) since `epoch`
+    /// (``epoch(of:)`` when an operation began): an operation that fetched the owner's key before such a wipe
+    /// reached its files must not write what it decrypted with it.
+    package func wasRevoked(_ owner: Identity, in store: any KeyStore, since epoch: UInt64) -> Bool {
+        let (key, object) = Self.scopeKey(store)
+        return state.withLock { state in
+            guard let scope = state.scopes[key], scope.belongs(to: object), let revoked = scope.revokedAt[owner] else {
+                return false
+            }
+            return revoked > epoch
+        }
+    }
+
     /// The token that a handle on `owner`'s data, opened with keys from `store`, holds from now on.
     /// - Parameters:
     ///   - epoch: ``epoch(of:)`` when the open began.
@@ -134,9 +147,9 @@ package final class KeyRevocations: Sendable {
         revoked?.revoke()
     }
 
-    /// Refuses `key` when the `FileKeyStore` that handed it out has destroyed it: an open asks before it
-    /// changes a file with the key (a new header, an encryption in place), so that a key a wrapper still caches
-    /// leaves the file as it was.
+    /// Refuses `key` when the `FileKeyStore` that handed it out has destroyed it: asked through
+    /// ``KeyStore/keyForNewData(of:)`` before new data is sealed with the key (a new header, an envelope, an
+    /// encryption in place), so that a key a wrapper still caches leaves the file or the data as it was.
     /// - Throws: ``ProtectionError/keyNotFound(identity:keyID:)`` (103).
     package func refuseIfDestroyed(_ key: ProtectionKey, of owner: Identity) throws(ProtectionError) {
         guard let handedOut = HandedOutKey(key) else { return }
@@ -176,6 +189,21 @@ package final class KeyRevocations: Sendable {
             return (ObjectIdentifier(object), object)
         }
         return (ObjectIdentifier(type(of: store)), nil)
+    }
+}
+
+extension KeyStore {
+    /// The key new data of `owner` is sealed with: ``currentKey(for:)``, refused when the `FileKeyStore` that
+    /// handed it out has destroyed it since. Every path that writes new encrypted data (a file, an envelope, a
+    /// stream, an encryption in place, a new handle) takes its key here, so that a destroyed key a wrapping
+    /// store still caches never seals data nobody could read again; the caller asks before anything changes,
+    /// and a refusal leaves the file or the data as it was.
+    /// - Throws: ``ProtectionError/keyNotFound(identity:keyID:)`` (103) the key was destroyed; what
+    ///   ``currentKey(for:)`` throws.
+    package func keyForNewData(of owner: Identity) throws(ProtectionError) -> ProtectionKey {
+        let key = try currentKey(for: owner)
+        try KeyRevocations.shared.refuseIfDestroyed(key, of: owner)
+        return key
     }
 }
 

@@ -25,6 +25,11 @@ import IdentityRuntime
 /// ``ProtectionKey`` values the `FileKeyStore` returned, not keys rebuilt from their id and material); destroy
 /// the keys of another store through a wipe for the same effect.
 ///
+/// A store that keeps its keys in files names their directories in ``keyDirectories``: no
+/// ``FileProtectionManager`` made with the store reads or writes a path in them through its file APIs
+/// (``ProtectionError/reservedPath(path:)`` (116)). The directories of every ``FileKeyStore`` in the process
+/// are reserved in any case, also when the manager's store is a wrapper that does not forward them.
+///
 /// A store that cannot answer refuses: ``ProtectionError/keyStoreUnavailable(reason:)``, never a key it is not
 /// sure of and never ``ProtectionError/keyNotFound(identity:keyID:)`` for a key it could not look up.
 public protocol KeyStore: Sendable {
@@ -42,6 +47,12 @@ public protocol KeyStore: Sendable {
     /// Destroys every key of `identity`. Succeeds when it has none.
     func destroyKeys(for identity: Identity) throws(ProtectionError)
 
+    /// The directories the store keeps key files in; the default implementation returns none. A
+    /// ``FileProtectionManager`` refuses every path in them (links resolved) with
+    /// ``ProtectionError/reservedPath(path:)`` (116), so that no caller reads or replaces a key through the
+    /// file APIs. Read once, when the manager is made. A store that wraps another returns the inner store's.
+    var keyDirectories: [String] { get }
+
     /// ``currentKey(for:)``, answered by `deadline` (a store that waits on nothing may ignore it).
     func currentKey(for identity: Identity, deadline: ContinuousClock.Instant) async throws(ProtectionError) -> ProtectionKey
 
@@ -57,6 +68,10 @@ public protocol KeyStore: Sendable {
 }
 
 extension KeyStore {
+    /// None: a store that keeps no key files of its own (the ``FileKeyStore`` a wrapper reaches is reserved
+    /// anyway).
+    public var keyDirectories: [String] { [] }
+
     public func currentKey(for identity: Identity, deadline: ContinuousClock.Instant) async throws(ProtectionError) -> ProtectionKey {
         try currentKey(for: identity)
     }
