@@ -43,11 +43,14 @@ struct AdmissionStateMachine {
     private var denied: [Identity: UInt64] = [:]
     private var flights: [Identity: AdmissionFlight] = [:]
 
-    /// What an admission of the managed `account` at `now` does.
-    mutating func start(for account: Identity, at now: UInt64) -> Step {
+    /// What an admission of the managed `account` at `now` does. A run under way for longer than `timeout`
+    /// seconds is not joined: a new run replaces it, and the admission that leads the new run ends the old one
+    /// (``AdmissionFlight/takeReplaced()``).
+    mutating func start(for account: Identity, at now: UInt64, timeout: Double = .infinity) -> Step {
         if admitsWithoutChecks(account, at: now) { return .admitted }
-        if let flight = flights[account] { return .join(flight) }
-        let flight = AdmissionFlight()
+        let stale = flights[account]
+        if let stale, now < stale.startedAt &+ Self.nanoseconds(timeout) { return .join(stale) }
+        let flight = AdmissionFlight(startedAt: now, replacing: stale)
         flights[account] = flight
         return .lead(flight, checks)
     }
@@ -112,6 +115,8 @@ struct AdmissionStateMachine {
 /// for the others: a request cancelled while it waits leaves alone, and the run goes on for the rest.
 final class AdmissionFlight: Sendable {
     private struct State {
+        /// The run this one replaced because it took too long, until the leader of this one ends it.
+        var replaced: AdmissionFlight?
         var outcome: AdmissionOutcome?
         /// Whether the run's outcome is being recorded (by its checks or by its timeout, whichever came first).
         var concluding = false
@@ -120,7 +125,22 @@ final class AdmissionFlight: Sendable {
         var run: Task<Void, Never>?
     }
 
-    private let state = LockedValue(State())
+    private let state: LockedValue<State>
+    /// When the run started (uptime nanoseconds).
+    let startedAt: UInt64
+
+    init(startedAt: UInt64 = 0, replacing replaced: AdmissionFlight? = nil) {
+        self.startedAt = startedAt
+        state = LockedValue(State(replaced: replaced))
+    }
+
+    /// The run this one replaced because it took too long, once (`nil` afterwards, and when none).
+    func takeReplaced() -> AdmissionFlight? {
+        state.withLock { state in
+            defer { state.replaced = nil }
+            return state.replaced
+        }
+    }
 
     /// What a waiter whose task is cancelled before the outcome gets.
     static let cancelled = AdmissionOutcome.unavailable("the admission was cancelled before its checks answered")
@@ -158,8 +178,8 @@ final class AdmissionFlight: Sendable {
         state.withLock { $0.waiters.count }
     }
 
-    /// Whether the caller is the first to conclude the run (its checks answered, or it timed out); only the
-    /// first records an outcome and calls ``finish(_:)``.
+    /// Whether the caller is the first to conclude the run (its checks answered, or a later run replaced it);
+    /// only the first records an outcome and calls ``finish(_:)``.
     func beginConclusion() -> Bool {
         state.withLock { state in
             defer { state.concluding = true }
@@ -167,7 +187,7 @@ final class AdmissionFlight: Sendable {
         }
     }
 
-    /// Cancels the task that runs the checks (they timed out).
+    /// Cancels the task that runs the checks (they took too long).
     func cancelRun() {
         state.withLock { $0.run }?.cancel()
     }

@@ -30,8 +30,9 @@ extension PolicyManager {
     ///    next admission runs the checks again, and a pass unblocks it. A check that cannot decide fails this
     ///    admission only. Concurrent admissions of one account share one run of the checks; an admission
     ///    cancelled while it waits is refused at once (``AdmissionError/Cause/unavailable(_:)``) and the run goes
-    ///    on for the others; a run that has not answered within ``RuntimeSettings/admissionCheckTimeout``
-    ///    refuses every admission waiting for it the same way and is cancelled, blocking and caching nothing.
+    ///    on for the others; a run older than ``RuntimeSettings/admissionCheckTimeout`` is not joined: the
+    ///    next admission runs the checks again, and the old run is cancelled, every admission still waiting for
+    ///    it refused the same way, blocking and caching nothing.
     ///    Unmanaged accounts and `Identity.unmanaged` run no checks. When a run of the checks
     ///    passes, each admission that ran or waited for it is decided again: an account blocked, dropped from
     ///    ``allowedAccounts``, claimed or undecided while the checks ran is refused as in steps 0 and 1.
@@ -163,10 +164,19 @@ extension PolicyManager {
     }
 
     /// Runs `checks` for the admissions that wait on `flight`, in a task of the flight's own (it inherits the
-    /// task-locals of the admission that starts it, with `account` as its thread identity), bounded by
-    /// ``RuntimeSettings/admissionCheckTimeout``: a request cancelled while it waits leaves without ending the
-    /// run for the others, and checks that never answer hold nobody past the timeout.
+    /// task-locals of the admission that starts it, with `account` as its thread identity): a request
+    /// cancelled while it waits leaves without ending the run for the others. A run this one replaced, because
+    /// it took longer than ``RuntimeSettings/admissionCheckTimeout``, ends here: its waiters are refused and its
+    /// task is cancelled. (No timer ends a run: on a starved thread pool the checks may not have started when a
+    /// timer fired. A run that hangs holds the admissions already waiting on it until they are cancelled, and
+    /// nobody after the timeout.)
     private func start(_ flight: AdmissionFlight, of account: Identity, checks: [any AdmissionCheck], reason: AdmissionReason) {
+        if let replaced = flight.takeReplaced() {
+            let timeout = settings.admissionCheckTimeout
+            let late = AdmissionOutcome.unavailable(
+                "the admission checks of \(account.debugDescription) did not answer within \(timeout) s")
+            if conclude(replaced, of: account, with: late) { replaced.cancelRun() }
+        }
         let run = Task { [self] in
             let outcome = await IdentityContext.withThreadIdentity(account) {
                 await Self.run(checks, account: account, reason: reason)
@@ -174,18 +184,10 @@ extension PolicyManager {
             conclude(flight, of: account, with: outcome)
         }
         flight.setRun(run)
-        let timeout = settings.admissionCheckTimeout
-        let deadline = DispatchTime.now() + .nanoseconds(Int(timeout.clampedNanoseconds))
-        DispatchQueue.global().asyncAfter(deadline: deadline) { [weak self, weak flight] in
-            guard let self, let flight else { return }
-            let late = AdmissionOutcome.unavailable(
-                "the admission checks of \(account.debugDescription) did not answer within \(timeout) s")
-            if conclude(flight, of: account, with: late) { flight.cancelRun() }
-        }
     }
 
     /// Records `outcome` as the run's and hands it to every admission waiting on `flight`, unless the run was
-    /// concluded already (by its checks or its timeout, whichever came first). Returns whether it concluded it.
+    /// concluded already (by its checks, or as replaced by a later run). Returns whether it concluded it.
     @discardableResult
     private func conclude(_ flight: AdmissionFlight, of account: Identity, with outcome: AdmissionOutcome) -> Bool {
         guard flight.beginConclusion() else { return false }

@@ -175,7 +175,7 @@ extension PolicyState {
     /// `now` (uptime nanoseconds): the refusals, then the admission state machine for a managed account.
     mutating func admissionStep(for account: Identity, at now: UInt64) -> AdmissionDecision {
         if let decided = admissionBeforeChecks(for: account, at: now) { return decided }
-        switch admission.start(for: account, at: now) {
+        switch admission.start(for: account, at: now, timeout: settings.admissionCheckTimeout) {
         case .admitted: return .admitted
         case let step: return .checks(step)
         }

@@ -63,9 +63,11 @@ public struct RuntimeSettings: Sendable, Hashable {
     /// Seconds after an ``AdmissionCheck`` denied an account before an admission runs its checks again (until
     /// then it is refused at once as blocked). Default: 30.
     public var admissionRetryInterval: TimeInterval = 30
-    /// Seconds a run of an account's ``AdmissionCheck``s may take. When they have not answered by then, every
-    /// admission waiting for them is refused with ``AdmissionError/Cause/unavailable(_:)`` (nothing is blocked
-    /// or cached), the run's task is cancelled, and the next admission runs the checks again. Default: 30.
+    /// Seconds a run of an account's ``AdmissionCheck``s may take before an admission of the account that
+    /// arrives later stops waiting for it: that admission runs the checks again, and the old run ends, its
+    /// task cancelled and every admission still waiting for it refused with
+    /// ``AdmissionError/Cause/unavailable(_:)`` (nothing is blocked or cached; what it answers later counts
+    /// for nobody). An admission waiting for a run leaves earlier when its own task is cancelled. Default: 30.
     public var admissionCheckTimeout: TimeInterval = 30
 
     /// The defaults.
