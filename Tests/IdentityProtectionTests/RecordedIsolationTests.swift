@@ -365,35 +365,34 @@ extension RecordedIsolationTests {
 
     @Test("what a handle writes while its owner is managed stays isolated after the owner leaves", arguments: [OwnerStorage.automatic, .indexOnly])
     func writesUnderManagementAreIsolated(storage: OwnerStorage) throws {
-        let f = try Fixture(ownerStorage: storage, encryptionRequired: false, isolated: true)
-        let path = f.path("dave.txt")
-        let dave: Identity = "dave@northwind.com"
-        try IdentityContext.withThreadIdentity(dave) { try f.files.writeFile(atPath: path, contents: Data("open".utf8)) }
-        f.policy.addManagedIdentity(dave)
-        try IdentityContext.withThreadIdentity(dave) {
-            let file = try f.files.openProtectedFile(atPath: path, options: [.read, .write])
+        try expectIsolatedAfterWritesWhileManaged(storage: storage) { files, path in
+            let file = try files.openProtectedFile(atPath: path, options: [.read, .write])
             try file.write(Data("written while managed".utf8), at: 0)
             try file.close()
         }
-        f.policy.removeManagedIdentity(dave)
-        #expect(try f.files.isIsolated(atPath: path))
-        let error = IdentityContext.withThreadIdentity(carol) { protectionError { try f.files.readFile(atPath: path) } }
-        #expect(error?.code == 108)
     }
 
     @Test("what a plain FileHandle writes while its owner is managed stays isolated after the owner leaves",
           arguments: [OwnerStorage.automatic, .indexOnly], [FileOpenOptions.write, [.write, .append], [.read, .write]])
     func fileHandleWritesUnderManagementAreIsolated(storage: OwnerStorage, options: FileOpenOptions) throws {
+        try expectIsolatedAfterWritesWhileManaged(storage: storage) { files, path in
+            let handle = try files.openFile(atPath: path, options: options)
+            try handle.write(contentsOf: Data("written while managed".utf8))
+            try handle.close()
+        }
+    }
+
+    /// Dave's plain file, written open, then written by `write` while dave is managed: once dave is not managed
+    /// any more, the file is isolated and carol is refused (108).
+    private func expectIsolatedAfterWritesWhileManaged(
+        storage: OwnerStorage, write: (FileProtectionManager, String) throws -> Void
+    ) throws {
         let f = try Fixture(ownerStorage: storage, encryptionRequired: false, isolated: true)
         let path = f.path("dave.txt")
         let dave: Identity = "dave@northwind.com"
         try IdentityContext.withThreadIdentity(dave) { try f.files.writeFile(atPath: path, contents: Data("open".utf8)) }
         f.policy.addManagedIdentity(dave)
-        try IdentityContext.withThreadIdentity(dave) {
-            let handle = try f.files.openFile(atPath: path, options: options)
-            try handle.write(contentsOf: Data("written while managed".utf8))
-            try handle.close()
-        }
+        try IdentityContext.withThreadIdentity(dave) { try write(f.files, path) }
         f.policy.removeManagedIdentity(dave)
         #expect(try f.files.isIsolated(atPath: path))
         let error = IdentityContext.withThreadIdentity(carol) { protectionError { try f.files.readFile(atPath: path) } }

@@ -44,12 +44,13 @@ struct AdmissionStateMachine {
     private var flights: [Identity: AdmissionFlight] = [:]
 
     /// What an admission of the managed `account` at `now` does. A run under way for longer than `timeout`
-    /// seconds is not joined: a new run replaces it, and the admission that leads the new run ends the old one
-    /// (``AdmissionFlight/takeReplaced()``).
+    /// seconds (a value that is not a positive number counts as 30) is not joined: a new run replaces it, and
+    /// the admission that leads the new run ends the old one (``AdmissionFlight/takeReplaced()``).
     mutating func start(for account: Identity, at now: UInt64, timeout: Double = .infinity) -> Step {
         if admitsWithoutChecks(account, at: now) { return .admitted }
         let stale = flights[account]
-        if let stale, now < stale.startedAt &+ Self.nanoseconds(timeout) { return .join(stale) }
+        let limit = timeout > 0 ? timeout : 30
+        if let stale, now < stale.startedAt &+ Self.nanoseconds(limit) { return .join(stale) }
         let flight = AdmissionFlight(startedAt: now, replacing: stale)
         flights[account] = flight
         return .lead(flight, checks)
@@ -76,9 +77,9 @@ struct AdmissionStateMachine {
     }
 
     /// Records the `outcome` of `flight`, a run of `account`'s checks that ended at `now`: a pass is trusted
-    /// for `cacheDuration` seconds and lifts a denial; a denial is remembered for its retry. A pass of checks
-    /// that were replaced while they ran changes nothing: it neither is trusted nor lifts a denial of the
-    /// checks that replaced them.
+    /// for `cacheDuration` seconds and lifts a denial; a denial is remembered for its retry. The outcome of a
+    /// run that is no longer the account's (its checks were replaced while they ran, or a later run replaced
+    /// it) changes nothing: a pass is not trusted and lifts no denial, a denial blocks nothing.
     mutating func record(
         _ outcome: AdmissionOutcome, of account: Identity, flight: AdmissionFlight, at now: UInt64, cacheDuration: Double
     ) -> Follow {
@@ -92,6 +93,8 @@ struct AdmissionStateMachine {
             if cache > 0 { admitted[account] = now &+ cache }
             return denied.removeValue(forKey: account) != nil ? .unblock : .nothing
         case .deny:
+            // Checks that were replaced while they ran, or a run that was given up, decide nothing for later.
+            guard isCurrent else { return .nothing }
             denied[account] = now
             return .block
         case .unavailable:
@@ -144,6 +147,9 @@ final class AdmissionFlight: Sendable {
 
     /// What a waiter whose task is cancelled before the outcome gets.
     static let cancelled = AdmissionOutcome.unavailable("the admission was cancelled before its checks answered")
+    /// What a waiter that joined a run every earlier waiter left (cancelled) gets: not an answer about the
+    /// account; the admission decides again with a run of its own.
+    static let abandoned = AdmissionOutcome.unavailable("every admission waiting for the checks was cancelled")
 
     /// Keeps the task that runs the checks, to cancel it if they time out.
     func setRun(_ run: Task<Void, Never>) {
@@ -187,7 +193,17 @@ final class AdmissionFlight: Sendable {
         }
     }
 
-    /// Cancels the task that runs the checks (they took too long).
+    /// Whether the caller concludes the run because nobody waits for it any more (every admission that waited
+    /// was cancelled); like ``beginConclusion()``, true for one caller only.
+    func beginConclusionIfAbandoned() -> Bool {
+        state.withLock { state in
+            guard !state.concluding, state.waiters.isEmpty else { return false }
+            state.concluding = true
+            return true
+        }
+    }
+
+    /// Cancels the task that runs the checks (they took too long, or nobody waits for them).
     func cancelRun() {
         state.withLock { $0.run }?.cancel()
     }

@@ -148,10 +148,16 @@ extension PolicyManager {
         case let .refused(error):
             throw error
         case let .checks(.join(flight)):
-            outcome = await flight.wait()
+            outcome = await wait(for: flight, of: account)
         case let .checks(.lead(flight, checks)):
             start(flight, of: account, checks: checks, reason: reason)
-            outcome = await flight.wait()
+            outcome = await wait(for: flight, of: account)
+        }
+        if outcome == AdmissionFlight.abandoned {
+            // It joined a run just as the last admission waiting for it left: decide again, from the start.
+            let now = DispatchTime.now().uptimeNanoseconds
+            let step = state.withLock { $0.admissionStep(for: account, at: now) }
+            return try await admit(account, reason: reason, step: step)
         }
         switch outcome {
         case .admit:
@@ -163,9 +169,24 @@ extension PolicyManager {
         }
     }
 
-    /// Runs `checks` for the admissions that wait on `flight`, in a task of the flight's own (it inherits the
-    /// task-locals of the admission that starts it, with `account` as its thread identity): a request
-    /// cancelled while it waits leaves without ending the run for the others. A run this one replaced, because
+    /// The outcome of `flight` for one admission; ``AdmissionFlight/cancelled`` when its task is cancelled
+    /// first. The last admission to leave a run that way ends the run: its checks are cancelled, and what they
+    /// answer later counts for nobody, as when the admission that ran them inline was cancelled.
+    private func wait(for flight: AdmissionFlight, of account: Identity) async -> AdmissionOutcome {
+        let outcome = await flight.wait()
+        if outcome == AdmissionFlight.cancelled, flight.beginConclusionIfAbandoned() {
+            // Recorded first, so that a later admission starts a run of its own instead of joining this one.
+            record(AdmissionFlight.abandoned, of: account, flight: flight)
+            flight.finish(AdmissionFlight.abandoned)
+            flight.cancelRun()
+        }
+        return outcome
+    }
+
+    /// Runs `checks` for the admissions that wait on `flight`, in a task of the manager's background work (it
+    /// inherits the task-locals of the admission that starts it, with `account` as its thread identity; `run()`
+    /// waits for it as for the rest of that work): a request cancelled while it waits leaves without ending the
+    /// run for the others. A run this one replaced, because
     /// it took longer than ``RuntimeSettings/admissionCheckTimeout``, ends here: its waiters are refused and its
     /// task is cancelled. (No timer ends a run: on a starved thread pool the checks may not have started when a
     /// timer fired. A run that hangs holds the admissions already waiting on it until they are cancelled, and
@@ -177,7 +198,7 @@ extension PolicyManager {
                 "the admission checks of \(account.debugDescription) did not answer within \(timeout) s")
             if conclude(replaced, of: account, with: late) { replaced.cancelRun() }
         }
-        let run = Task { [self] in
+        let run = backgroundWork.start { [self] in
             let outcome = await IdentityContext.withThreadIdentity(account) {
                 await Self.run(checks, account: account, reason: reason)
             }

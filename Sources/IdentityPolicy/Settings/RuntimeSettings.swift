@@ -67,7 +67,8 @@ public struct RuntimeSettings: Sendable, Hashable {
     /// arrives later stops waiting for it: that admission runs the checks again, and the old run ends, its
     /// task cancelled and every admission still waiting for it refused with
     /// ``AdmissionError/Cause/unavailable(_:)`` (nothing is blocked or cached; what it answers later counts
-    /// for nobody). An admission waiting for a run leaves earlier when its own task is cancelled. Default: 30.
+    /// for nobody). An admission waiting for a run leaves earlier when its own task is cancelled. A value that
+    /// is not a positive number (zero, negative, NaN) counts as the default. Default: 30.
     public var admissionCheckTimeout: TimeInterval = 30
 
     /// The defaults.
