@@ -43,6 +43,25 @@ struct WipeTests {
         #expect(try f.files.removeFiles(ownedBy: alice) == [])
     }
 
+    @Test("a root given as a symbolic link to a directory is wiped like the directory")
+    func rootBehindSymbolicLink() throws {
+        let f = try Fixture()
+        let linked = f.directory + "/linked-root"
+        try FileManager.default.createSymbolicLink(atPath: linked, withDestinationPath: f.root)
+        let files = try FileProtectionManager(
+            roots: [linked], keyStore: f.keys, policy: f.policy, stateDirectory: f.directory + "/state-linked")
+        try IdentityContext.withThreadIdentity(alice) {
+            try files.writeFile(atPath: linked + "/a.txt", contents: Data("a".utf8))
+        }
+        try IdentityContext.withThreadIdentity(bob) {
+            try files.writeFile(atPath: linked + "/b.txt", contents: Data("b".utf8))
+        }
+        #expect(try files.ownersUnderRoots() == [alice, bob])
+        #expect(try files.removeFiles(ownedBy: alice).count == 1)
+        #expect(!FileManager.default.fileExists(atPath: f.path("a.txt")))
+        #expect(try IdentityContext.withThreadIdentity(bob) { try files.readFile(atPath: linked + "/b.txt") } == Data("b".utf8))
+    }
+
     @Test("an encrypted file whose recorded owner was lost is still found by its header")
     func headerOwner() throws {
         let f = try Fixture()

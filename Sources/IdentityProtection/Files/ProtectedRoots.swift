@@ -311,7 +311,10 @@ extension ProtectedRoots {
     ) {
         var visited = Set<String>()
         for root in roots {
-            walk(root, visited: &visited, directory: visitDirectory, visit, onError: onError)
+            // A root given as a symbolic link to a directory is that directory, as the file calls resolve it
+            // (links further down are not followed: they lead out of the roots). Walked unresolved, the walk's
+            // lstat saw a link, not a directory, and a wipe passed over every file under it.
+            walk(POSIX.realPath(root) ?? root, visited: &visited, directory: visitDirectory, visit, onError: onError)
         }
     }
 
