@@ -123,4 +123,18 @@ struct AdmissionWaitTests {
         #expect(ran.count == 0)
         #expect(manager.blockReason(for: alice) == .notBlocked)
     }
+
+    @Test("a check's own answer is never taken for the runtime's: whatever text it gives, the admission is refused once with it")
+    func checkAnswersWithTheRuntimesWords() async throws {
+        for message in ["every admission waiting for the checks was cancelled", "the admission was cancelled before its checks answered"] {
+            let check = CountingAdmissionCheck { _ in .unavailable(message) }
+            let manager = manager(check)
+            let ran = Recorder<String>()
+            let (task, ended) = admission(manager, ran: ran, "admission")
+            defer { task.cancel() }
+            #expect(await eventually { ended.count == 1 })
+            #expect(ended.all == [AdmissionError(account: alice, result: .failed, cause: .unavailable(message))])
+            #expect(check.runs.count == 1 && ran.count == 0)
+        }
+    }
 }

@@ -117,13 +117,26 @@ struct AdmissionStateMachine {
 /// that started it included. The checks run in a task of the run's own, so that no waiting request decides
 /// for the others: a request cancelled while it waits leaves alone, and the run goes on for the rest.
 final class AdmissionFlight: Sendable {
+    /// How the run ended for one admission that waited for it.
+    enum End: Sendable, Equatable {
+        /// The run's outcome: its checks' answer, or the refusal of a run a later one replaced.
+        case answered(AdmissionOutcome)
+        /// The admission's own task was cancelled first.
+        case cancelled
+        /// Every admission that waited before this one was cancelled, and the run was ended for nobody: not an
+        /// answer about the account; the admission decides again with a run of its own.
+        case abandoned
+    }
+
     private struct State {
         /// The run this one replaced because it took too long, until the leader of this one ends it.
         var replaced: AdmissionFlight?
-        var outcome: AdmissionOutcome?
-        /// Whether the run's outcome is being recorded (by its checks or by its timeout, whichever came first).
+        /// How the run ended (``End/answered(_:)`` or ``End/abandoned``), once it has.
+        var end: End?
+        /// Whether the run is being concluded (by its checks' answer, by a later run that replaced it, or by
+        /// the last waiter leaving), by one caller only.
         var concluding = false
-        var waiters: [UInt64: CheckedContinuation<AdmissionOutcome, Never>] = [:]
+        var waiters: [UInt64: CheckedContinuation<End, Never>] = [:]
         var nextWaiter: UInt64 = 0
         var run: Task<Void, Never>?
     }
@@ -145,29 +158,23 @@ final class AdmissionFlight: Sendable {
         }
     }
 
-    /// What a waiter whose task is cancelled before the outcome gets.
-    static let cancelled = AdmissionOutcome.unavailable("the admission was cancelled before its checks answered")
-    /// What a waiter that joined a run every earlier waiter left (cancelled) gets: not an answer about the
-    /// account; the admission decides again with a run of its own.
-    static let abandoned = AdmissionOutcome.unavailable("every admission waiting for the checks was cancelled")
-
     /// Keeps the task that runs the checks, to cancel it if they time out.
     func setRun(_ run: Task<Void, Never>) {
         state.withLock { $0.run = run }
     }
 
-    /// The run's outcome, once decided; ``cancelled`` if the calling task is cancelled first.
-    func wait() async -> AdmissionOutcome {
+    /// How the run ends for the calling admission; ``End/cancelled`` if its task is cancelled first.
+    func wait() async -> End {
         let id = state.withLock { state in
             defer { state.nextWaiter &+= 1 }
             return state.nextWaiter
         }
         return await withTaskCancellationHandler {
             await withCheckedContinuation { continuation in
-                let early = state.withLock { state -> AdmissionOutcome? in
-                    if let outcome = state.outcome { return outcome }
+                let early = state.withLock { state -> End? in
+                    if let end = state.end { return end }
                     // Cancelled before it got here: the handler below found no waiter to resume.
-                    if Task.isCancelled { return Self.cancelled }
+                    if Task.isCancelled { return .cancelled }
                     state.waiters[id] = continuation
                     return nil
                 }
@@ -175,7 +182,7 @@ final class AdmissionFlight: Sendable {
             }
         } onCancel: {
             // Whoever takes the waiter out of the table resumes it, exactly once.
-            state.withLock { $0.waiters.removeValue(forKey: id) }?.resume(returning: Self.cancelled)
+            state.withLock { $0.waiters.removeValue(forKey: id) }?.resume(returning: .cancelled)
         }
     }
 
@@ -208,13 +215,13 @@ final class AdmissionFlight: Sendable {
         state.withLock { $0.run }?.cancel()
     }
 
-    /// Resumes every waiter, outside the lock; later waiters get `outcome` at once.
-    func finish(_ outcome: AdmissionOutcome) {
+    /// Resumes every waiter with `end`, outside the lock; later waiters get it at once.
+    func finish(_ end: End) {
         let waiters = state.withLock { state in
-            state.outcome = outcome
+            state.end = end
             defer { state.waiters = [:] }
             return state.waiters.values
         }
-        for waiter in waiters { waiter.resume(returning: outcome) }
+        for waiter in waiters { waiter.resume(returning: end) }
     }
 }

@@ -141,19 +141,25 @@ extension PolicyManager {
 
     /// Carries out the admission step the state decided.
     private func admit(_ account: Identity, reason: AdmissionReason, step: PolicyState.AdmissionDecision) async throws(AdmissionError) {
-        let outcome: AdmissionOutcome
+        let end: AdmissionFlight.End
         switch step {
         case .admitted, .checks(.admitted):
             return
         case let .refused(error):
             throw error
         case let .checks(.join(flight)):
-            outcome = await wait(for: flight, of: account)
+            end = await wait(for: flight, of: account)
         case let .checks(.lead(flight, checks)):
             start(flight, of: account, checks: checks, reason: reason)
-            outcome = await wait(for: flight, of: account)
+            end = await wait(for: flight, of: account)
         }
-        if outcome == AdmissionFlight.abandoned {
+        let outcome: AdmissionOutcome
+        switch end {
+        case let .answered(answer):
+            outcome = answer
+        case .cancelled:
+            outcome = .unavailable("the admission was cancelled before its checks answered")
+        case .abandoned:
             // It joined a run just as the last admission waiting for it left: decide again, from the start.
             let now = DispatchTime.now().uptimeNanoseconds
             let step = state.withLock { $0.admissionStep(for: account, at: now) }
@@ -169,26 +175,26 @@ extension PolicyManager {
         }
     }
 
-    /// The outcome of `flight` for one admission; ``AdmissionFlight/cancelled`` when its task is cancelled
-    /// first. The last admission to leave a run that way ends the run: its checks are cancelled, and what they
-    /// answer later counts for nobody, as when the admission that ran them inline was cancelled.
-    private func wait(for flight: AdmissionFlight, of account: Identity) async -> AdmissionOutcome {
-        let outcome = await flight.wait()
-        if outcome == AdmissionFlight.cancelled, flight.beginConclusionIfAbandoned() {
-            // Recorded first, so that a later admission starts a run of its own instead of joining this one.
-            record(AdmissionFlight.abandoned, of: account, flight: flight)
-            flight.finish(AdmissionFlight.abandoned)
+    /// How `flight` ends for one admission (``AdmissionFlight/End/cancelled`` when its task is cancelled first).
+    /// The last admission to leave a run that way ends the run: its checks are cancelled, and what they answer
+    /// later counts for nobody, as when the admission that ran them inline was cancelled.
+    private func wait(for flight: AdmissionFlight, of account: Identity) async -> AdmissionFlight.End {
+        let end = await flight.wait()
+        if end == .cancelled, flight.beginConclusionIfAbandoned() {
+            // Recorded first (a run not answered: nothing blocked or cached), so that a later admission starts a
+            // run of its own instead of joining this one.
+            record(.unavailable("every admission waiting for the checks was cancelled"), of: account, flight: flight)
+            flight.finish(.abandoned)
             flight.cancelRun()
         }
-        return outcome
+        return end
     }
 
     /// Runs `checks` for the admissions that wait on `flight`, in a task of the manager's background work (it
     /// inherits the task-locals of the admission that starts it, with `account` as its thread identity; `run()`
     /// waits for it as for the rest of that work): a request cancelled while it waits leaves without ending the
-    /// run for the others. A run this one replaced, because
-    /// it took longer than ``RuntimeSettings/admissionCheckTimeout``, ends here: its waiters are refused and its
-    /// task is cancelled. (No timer ends a run: on a starved thread pool the checks may not have started when a
+    /// run for the others. A run this one replaced, because it took longer than
+    /// ``RuntimeSettings/admissionCheckTimeout``, ends here: its waiters are refused and its task is cancelled. (No timer ends a run: on a starved thread pool the checks may not have started when a
     /// timer fired. A run that hangs holds the admissions already waiting on it until they are cancelled, and
     /// nobody after the timeout.)
     private func start(_ flight: AdmissionFlight, of account: Identity, checks: [any AdmissionCheck], reason: AdmissionReason) {
@@ -214,7 +220,7 @@ extension PolicyManager {
         guard flight.beginConclusion() else { return false }
         // Recorded before the waiters resume: a pass that lifts a denial's block has lifted it when they decide.
         record(outcome, of: account, flight: flight)
-        flight.finish(outcome)
+        flight.finish(.answered(outcome))
         return true
     }
 
