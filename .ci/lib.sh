@@ -270,18 +270,23 @@ landing_lane() {
     ci_step "release build of identity-harness" step_release_build
     ci_step "callgrind gate: the headline pairs (dispatch, reads)" step_callgrind headline
     ci_step "signed identity assertions: interoperability with PyJWT" step_pyjwt
-    ci_step "Integrations/IdentityLogging: swift test" step_package_test Integrations/IdentityLogging
+    # The packages share one build folder, and each resolution removes the checkouts its graph does not hold; a
+    # checkout fetched again has new files, so every module built from it is compiled again. Each package below
+    # comes while the checkouts it needs are still there: the small graphs first, then Hummingbird, whose graph
+    # TenantService and IdentityPostgres keep (SwiftNIO, BoringSSL, async-http-client, Hummingbird are compiled once),
+    # Vapor and the NIO-only graphs after them, gRPC (which keeps none of the others) last.
     ci_step "Integrations/IdentityTracing: swift test" step_package_test Integrations/IdentityTracing
-    ci_step "Integrations/IdentityMetrics: swift test" step_package_test Integrations/IdentityMetrics
+    ci_step "Integrations/IdentityLogging: swift test" step_package_test Integrations/IdentityLogging
     ci_step "Integrations/IdentityServiceLifecycle: swift test" step_package_test Integrations/IdentityServiceLifecycle
+    ci_step "Integrations/IdentityMetrics: swift test" step_package_test Integrations/IdentityMetrics
     ci_step "Integrations/IdentityHummingbird: swift test" step_package_test Integrations/IdentityHummingbird
+    ci_step "Examples/TenantService: swift test against a throwaway PostgreSQL" step_tenant_service_test
+    ci_step "Integrations/IdentityPostgres: swift test against a throwaway PostgreSQL" step_postgres
     ci_step "Integrations/IdentityVapor: swift test" step_package_test Integrations/IdentityVapor
     ci_step "Integrations/IdentityJWKS: swift test" step_package_test Integrations/IdentityJWKS
     ci_step "JWKS over loopback HTTP: interoperability with PyJWT's PyJWKClient, both ways" step_jwks_interop
     ci_step "Integrations/IdentityNIO: swift test" step_package_test Integrations/IdentityNIO
     ci_step "Integrations/IdentityGRPC: swift test" step_package_test Integrations/IdentityGRPC
-    ci_step "Examples/TenantService: swift test against a throwaway PostgreSQL" step_tenant_service_test
-    ci_step "Integrations/IdentityPostgres: swift test against a throwaway PostgreSQL" step_postgres
     ci_step "docs: every swift sample typechecks" step_doc_samples
 }
 
@@ -401,16 +406,17 @@ full_lane() {
     ci_step "Checks/SwiftCrypto: the CryptoKit branch on apple/swift-crypto" step_swift_crypto
     ci_step "callgrind gate: the other pairs (operations, tasks, switches, protect, assertions)" step_callgrind rest
     ci_step "callgrind gate: IdentityNIO execute, submit, scheduleTask and whenSuccess with flow:, release" step_nio_callgrind
-    ci_step "Integrations/IdentityLogging under ThreadSanitizer" step_package_test_tsan Integrations/IdentityLogging
+    # The same order as the landing lane's, for the same reason (one build folder, checkouts kept while needed).
     ci_step "Integrations/IdentityTracing under ThreadSanitizer" step_package_test_tsan Integrations/IdentityTracing
-    ci_step "Integrations/IdentityMetrics under ThreadSanitizer" step_package_test_tsan Integrations/IdentityMetrics
+    ci_step "Integrations/IdentityLogging under ThreadSanitizer" step_package_test_tsan Integrations/IdentityLogging
     ci_step "Integrations/IdentityServiceLifecycle under ThreadSanitizer" step_package_test_tsan Integrations/IdentityServiceLifecycle
+    ci_step "Integrations/IdentityMetrics under ThreadSanitizer" step_package_test_tsan Integrations/IdentityMetrics
     ci_step "Integrations/IdentityHummingbird under ThreadSanitizer" step_package_test_tsan Integrations/IdentityHummingbird
+    ci_step "Integrations/IdentityPostgres under ThreadSanitizer (stores, offline, kill and restart, tenant isolation)" step_postgres_tsan
     ci_step "Integrations/IdentityVapor under ThreadSanitizer" step_package_test_tsan Integrations/IdentityVapor
     ci_step "Integrations/IdentityJWKS under ThreadSanitizer" step_package_test_tsan Integrations/IdentityJWKS
     ci_step "Integrations/IdentityNIO under ThreadSanitizer" step_package_test_tsan Integrations/IdentityNIO
     ci_step "Integrations/IdentityGRPC under ThreadSanitizer" step_package_test_tsan Integrations/IdentityGRPC
-    ci_step "Integrations/IdentityPostgres under ThreadSanitizer (stores, offline, kill and restart, tenant isolation)" step_postgres_tsan
     ci_step "Examples/TenantService: tenant-load, with and without the middleware and a bare check, documents in PostgreSQL" step_load
     ci_step "Benchmarks/Edge: IdentityMiddleware under wrk, Hummingbird and Vapor, release" step_edge
     ci_step "callgrind gate: what IdentityMiddleware adds to a request, Hummingbird and Vapor, release" step_edge_callgrind
