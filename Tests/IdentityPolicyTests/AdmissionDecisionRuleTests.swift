@@ -26,7 +26,7 @@ private func ruleWrittenOut(_ state: PolicyState, _ account: Identity, at now: U
             account: account, result: .failed, cause: .unavailable("the policy source has not loaded its policies yet"))))
     }
     if let block = state.blockReason(for: account) {
-        var retries = state.blocks.causes(of: account) == [.admissionCheckFailed]
+        var retries = state.blocks.causes(of: account, tenant: state.accounts.tenant(of: account)) == [.admissionCheckFailed]
         if case let .managed(policy) = state.accounts.standing(of: account), policy.isAccountBlocked { retries = false }
         retries = retries && state.admission.retriesDenial(
             of: account, at: now, retryInterval: state.settings.admissionRetryInterval)

@@ -25,13 +25,13 @@ struct BlockRegistryTests {
     @Test("the first cause by raw value is the reason; the last cause removed forgets the account")
     func causes() {
         var blocks = BlockRegistry()
-        #expect(blocks.isEmpty && blocks.reason(for: alice) == nil)
+        #expect(blocks.isEmpty && blocks.reason(for: alice, tenant: "contoso.com") == nil)
         blocks.update(alice) { $0.insert(.wiped) }
         blocks.update(alice) { $0.insert(.clockedOut) }
-        #expect(blocks.causes(of: alice) == [.wiped, .clockedOut])
-        #expect(blocks.reason(for: alice) == min(BlockAccountReason.wiped, .clockedOut))
+        #expect(blocks.causes(of: alice, tenant: "contoso.com") == [.wiped, .clockedOut])
+        #expect(blocks.reason(for: alice, tenant: "contoso.com") == min(BlockAccountReason.wiped, .clockedOut))
         blocks.update(alice) { $0.remove(.wiped) }
-        #expect(blocks.reason(for: alice) == .clockedOut)
+        #expect(blocks.reason(for: alice, tenant: "contoso.com") == .clockedOut)
         blocks.update(alice) { $0.removeAll() }
         #expect(blocks.isEmpty && Array(blocks.accounts).isEmpty)
     }

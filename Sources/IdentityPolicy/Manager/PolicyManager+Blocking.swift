@@ -63,13 +63,13 @@ extension PolicyManager {
 
     private func updateBlocks(of account: Identity, window: WindowID?, _ change: (inout Set<BlockAccountReason>) -> Void) {
         let transition = state.withLock { state -> AccountTransition in
-            let old = state.blockReason(for: account)
+            let old = state.announcedBlockReason(for: account)
             state.blocks.update(account, change)
             state.admission.forgetPass(of: account)
             let managed = state.accounts.isManaged(account)
             return AccountTransition(
                 account: account, wasManaged: managed, isManaged: managed, policyChanged: false,
-                oldBlock: old, newBlock: state.blockReason(for: account))
+                oldBlock: old, newBlock: state.announcedBlockReason(for: account))
         }
         announce([transition], policiesChanged: false, window: window)
     }
@@ -88,7 +88,7 @@ extension PolicyManager {
                     account: account, wasManaged: Self.isManaged(old), isManaged: Self.isManaged(new),
                     policyChanged: Self.policy(old) != Self.policy(new),
                     oldBlock: state.blocks.reason(for: account, standing: old),
-                    newBlock: state.blockReason(for: account))
+                    newBlock: state.announcedBlockReason(for: account))
             }.sorted { $0.account.foldedName < $1.account.foldedName }
             return (result, transitions)
         }

@@ -68,19 +68,33 @@ extension PolicyManager {
     }
 
     /// Wipes every account of `tenant` as ``wipeData(forAccount:)`` does, in one pass over the files: the
-    /// accounts the manager knows in that tenant (``tenant(for:)``) and every other owner of files under the
-    /// roots whose tenant it is.
+    /// accounts the manager knows in that tenant (``tenant(for:)``), every other owner of files under the
+    /// roots whose tenant it is, and every account of the tenant with a file being written when the wipe
+    /// starts (the wipe waits for it).
+    ///
+    /// From the start until the wipe returns, every account of `tenant` is blocked
+    /// (``BlockAccountReason/wiped``), also one the wipe did not find (first seen meanwhile, or registered into
+    /// the tenant meanwhile): nothing is created or admitted for the tenant while its files are searched and
+    /// removed, so nothing of it survives the wipe. That block is the tenant's: it is not announced, and it ends
+    /// when the wipe returns. The accounts the wipe found stay blocked as ``wipeData(forAccount:)`` leaves them.
     @discardableResult
     public func wipeData(forTenant tenant: TenantID) async -> TenantWipeReport {
         let observed = startObservingWipe()
+        // Before the search: an account it cannot find yet is refused from now on.
+        state.withLock { $0.blocks.beginWipe(of: tenant) }
         let (reports, unreadable) = await SelectiveWipe(manager: self).run { files in
             var accounts = Set(self.state.withLock { $0.accounts.known(inTenant: tenant) })
+            // A write that passed its check before the block has no file to find yet: its owner is wiped too
+            // (the wipe waits for the write). One that asks later is refused. Read before the walk, so that a
+            // write ending in between leaves its file for the walk to find.
+            let writing = files?.ownersOfCreationsInFlight() ?? []
             // The search goes on past what it cannot read, and reports it: the owners it did find are wiped,
             // and the report says the tenant's data may not all be gone.
             let found = files?.ownersUnderRootsReporting() ?? (owners: [], unreadable: [])
-            accounts.formUnion(found.owners.filter { !$0.isUnmanaged && self.tenant(for: $0) == tenant })
+            accounts.formUnion(writing.union(found.owners).filter { !$0.isUnmanaged && self.tenant(for: $0) == tenant })
             return (accounts.sorted { $0.foldedName < $1.foldedName }, found.unreadable)
         }
+        state.withLock { $0.blocks.endWipe(of: tenant) }
         if case let (observer, start)? = observed {
             observer.didWipe(reports, tenant: tenant, unreadable: unreadable, duration: .now - start)
         }

@@ -9,6 +9,12 @@ extension PolicyState {
 
     /// Why `account` is blocked (its first cause, else its policy's), or `nil`.
     func blockReason(for account: Identity) -> BlockAccountReason? {
+        blocks.reason(for: account, standing: accounts.standing(of: account), tenant: accounts.tenant(of: account))
+    }
+
+    /// ``blockReason(for:)`` but for a wipe of the account's tenant: the block that blocking and unblocking
+    /// announce (a tenant's wipe is not announced per account).
+    func announcedBlockReason(for account: Identity) -> BlockAccountReason? {
         blocks.reason(for: account, standing: accounts.standing(of: account))
     }
 
@@ -25,7 +31,7 @@ extension PolicyState {
     /// account's standing (and none of its block causes while no account has any).
     func switchStanding(of identity: Identity) -> SwitchStanding {
         guard !identity.isUnmanaged else { return .unmanaged }
-        if !blocks.isEmpty, blocks.reason(for: identity) != nil { return .refused }
+        if !blocks.isEmpty, blocks.reason(for: identity, tenant: accounts.tenant(of: identity)) != nil { return .refused }
         if let allowed = settings.allowedAccounts, !allowed.contains(identity) { return .refused }
         switch accounts.standing(of: identity) {
         case .claimed, .undecided: return .refused
@@ -216,7 +222,7 @@ extension PolicyState {
         // One lookup of the standing for the whole decision: a standing carries the account's policy, which
         // every copy retains and releases field by field.
         let standing = accounts.standing(of: account)
-        if let block = blocks.reason(for: account, standing: standing),
+        if let block = blocks.reason(for: account, standing: standing, tenant: accounts.tenant(of: account)),
            !(exemptingRetries && retriesDenial(of: account, standing: standing, at: now)) {
             return .refused(AdmissionError(account: account, result: .notAllowed, cause: .blocked(block)))
         }
@@ -237,7 +243,7 @@ extension PolicyState {
     /// Whether an admission at `now` runs the checks of `account` again although it is blocked: its only
     /// cause is a denial older than the retry interval, and its policy does not block it.
     private func retriesDenial(of account: Identity, standing: AccountIndex.Standing?, at now: UInt64) -> Bool {
-        guard blocks.causes(of: account) == [.admissionCheckFailed] else { return false }
+        guard blocks.causes(of: account, tenant: accounts.tenant(of: account)) == [.admissionCheckFailed] else { return false }
         if case let .managed(policy) = standing, policy.isAccountBlocked { return false }
         return admission.retriesDenial(of: account, at: now, retryInterval: settings.admissionRetryInterval)
     }

@@ -223,6 +223,13 @@ extension ProtectedRoots {
         return found
     }
 
+    /// The owners of the creations in flight now: files that passed their access check (or are about to ask it)
+    /// and may not be under the roots yet. A wipe that finds its accounts by their files takes these too, once
+    /// it refuses new creations for them, so that it waits for those files and removes them.
+    package func ownersOfCreationsInFlight() -> Set<Identity> {
+        creations.ownersInFlight()
+    }
+
     /// Every owner of a regular file under the protected roots that could be read, and every entry that
     /// could not be (a directory it could not list, a file whose owner it could not read): the walk goes on
     /// past each.

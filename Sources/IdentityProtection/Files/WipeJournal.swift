@@ -131,6 +131,11 @@ final class CreationTracker: Sendable {
         }
     }
 
+    /// The owners of the creations in flight now.
+    func ownersInFlight() -> Set<Identity> {
+        state.withLock { Set($0.inFlight.keys) }
+    }
+
     /// Whether a removal of `owner` is running: asked by a decryption's creation once it holds its ticket.
     func isBeingRemoved(_ owner: Identity) -> Bool {
         state.withLock { $0.removing[owner] != nil }
