@@ -233,16 +233,20 @@ extension PolicyManager {
     }
 
     /// Records the outcome of a run of the checks: a pass is cached (and lifts a denial's block); a denial
-    /// blocks the account.
+    /// blocks the account. The outcome and the block it sets or lifts change in one critical section: an
+    /// outcome recorded in between by another run would otherwise be overruled by this one's block (an account
+    /// blocked with no denial left to retry) or unblock.
     private func record(_ outcome: AdmissionOutcome, of account: Identity, flight: AdmissionFlight) {
         let now = DispatchTime.now().uptimeNanoseconds
-        let follow = state.withLock { state in
-            state.admission.record(outcome, of: account, flight: flight, at: now, cacheDuration: state.settings.admissionCacheDuration)
+        let transition = state.withLock { state -> AccountTransition? in
+            let follow = state.admission.record(
+                outcome, of: account, flight: flight, at: now, cacheDuration: state.settings.admissionCacheDuration)
+            switch follow {
+            case .unblock: return state.changeBlock(of: account) { $0.remove(.admissionCheckFailed) }
+            case .block: return state.changeBlock(of: account) { $0.insert(.admissionCheckFailed) }
+            case .nothing: return nil
+            }
         }
-        switch follow {
-        case .unblock: unblockAccount(account, reason: .admissionCheckFailed)
-        case .block: block(account, reason: .admissionCheckFailed, window: nil)
-        case .nothing: break
-        }
+        if let transition { announce([transition], policiesChanged: false, window: nil) }
     }
 }

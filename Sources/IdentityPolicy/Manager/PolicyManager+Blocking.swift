@@ -62,15 +62,7 @@ extension PolicyManager {
     }
 
     private func updateBlocks(of account: Identity, window: WindowID?, _ change: (inout Set<BlockAccountReason>) -> Void) {
-        let transition = state.withLock { state -> AccountTransition in
-            let old = state.announcedBlockReason(for: account)
-            state.blocks.update(account, change)
-            state.admission.forgetPass(of: account)
-            let managed = state.accounts.isManaged(account)
-            return AccountTransition(
-                account: account, wasManaged: managed, isManaged: managed, policyChanged: false,
-                oldBlock: old, newBlock: state.announcedBlockReason(for: account))
-        }
+        let transition = state.withLock { $0.changeBlock(of: account, change) }
         announce([transition], policiesChanged: false, window: window)
     }
 
@@ -149,5 +141,19 @@ extension PolicyManager {
             }
             if result == .failed { self?.restartApplication() }
         }
+    }
+}
+
+extension PolicyState {
+    /// Changes the causes of `account`'s own block and forgets its admission pass (a block change decides its
+    /// admission again); returns the transition to announce once the lock is released.
+    mutating func changeBlock(of account: Identity, _ change: (inout Set<BlockAccountReason>) -> Void) -> AccountTransition {
+        let old = announcedBlockReason(for: account)
+        blocks.update(account, change)
+        admission.forgetPass(of: account)
+        let managed = accounts.isManaged(account)
+        return AccountTransition(
+            account: account, wasManaged: managed, isManaged: managed, policyChanged: false,
+            oldBlock: old, newBlock: announcedBlockReason(for: account))
     }
 }
