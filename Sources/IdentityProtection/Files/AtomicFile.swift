@@ -44,24 +44,43 @@ struct AtomicFile {
         try POSIX.writeAll(fd, bytes, path: temporaryPath)
     }
 
-    /// Makes the new content durable and moves it over the target.
-    /// The file stays open (and locked) until it is renamed, so a sweep never takes it for an abandoned one.
-    mutating func commit() throws(ProtectionError) {
-        do throws(ProtectionError) {
-            try POSIX.fsyncFD(fd, path: temporaryPath)
+    /// Makes the new content durable and gives it the target's name; then ``syncDirectory()`` makes the name
+    /// durable. The file stays open (and locked) until it has the name, so a sweep never takes it for an
+    /// abandoned one. A failure leaves the target untouched and the temporary file open, for the caller to forget
+    /// its owner record (its descriptor is still this file's) and ``discard()`` it.
+    ///
+    /// - Parameter replacing: `true`: `rename(2)` over whatever is at the target. `false` (the caller saw
+    ///   nothing there): `link(2)`, which refuses a name that exists, so a file that took the name since the
+    ///   caller looked is never replaced unchecked.
+    /// - Returns: `false` when `replacing` is `false` and something is at the target now (nothing was placed:
+    ///   the caller decides again, or refuses).
+    mutating func commit(replacing: Bool = true) throws(ProtectionError) -> Bool {
+        try POSIX.fsyncFD(fd, path: temporaryPath)
+        if replacing {
             try POSIX.renamePath(temporaryPath, path)
-            POSIX.closeFile(fd)
-            finished = true
-        } catch {
+        } else if link(temporaryPath, path) == 0 {
+            // The file has its name; the temporary one goes. Should this fail, the sweep removes that second
+            // name and keeps the owner record (the file has more than one link).
             _ = unlink(temporaryPath)
-            POSIX.closeFile(fd)
-            finished = true
-            throw error
+        } else {
+            let code = errno
+            if code == EEXIST { return false }
+            // A file system without hard links: the name is taken as before, by a rename.
+            guard code == EPERM || code == EOPNOTSUPP else { throw POSIX.failure(path, "link", code) }
+            try POSIX.renamePath(temporaryPath, path)
         }
+        POSIX.closeFile(fd)
+        finished = true
+        return true
+    }
+
+    /// `fsync`s the target's directory after ``commit()``, so that the new name survives a crash. A failure
+    /// means the new content is in place and may not survive a power loss.
+    func syncDirectory() throws(ProtectionError) {
         try POSIX.fsyncDirectory(Paths.parent(path))
     }
 
-    /// Abandons the new content; the target is untouched.
+    /// Abandons the new content; the target is untouched. Nothing after ``commit()`` (the content is in place).
     mutating func discard() {
         guard !finished else { return }
         // (Ignored: a temporary file that stays is never read, and `removeInterruptedWrites` deletes it.)
@@ -75,11 +94,12 @@ struct AtomicFile {
         var file = try AtomicFile(replacing: path, mode: mode)
         do throws(ProtectionError) {
             try file.write(bytes)
-            try file.commit()
+            _ = try file.commit()
         } catch {
             file.discard()
             throw error
         }
+        try file.syncDirectory()
     }
 
     /// Creates a new temporary file beside `path` (a random name in its directory, `O_EXCL`), opened with

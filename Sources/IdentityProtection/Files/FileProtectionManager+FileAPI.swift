@@ -18,37 +18,42 @@ extension FileProtectionManager {
         try creating(for: owner) { () throws(ProtectionError) in try write(contents, to: path, owner: owner) }
     }
 
+    /// How many times ``write(_:to:owner:)`` decides again when files keep taking a free name before its own.
+    private static let writeAttempts = 16
+
     private func write(_ contents: Data, to path: String, owner: Identity?) throws(ProtectionError) {
-        let previous = try destinationInfo(path)
-        if let previous, !POSIX.isRegular(previous) { throw .fileNotFound(path: path) }
-        if let previous {
-            // Replacing another owner's file gives the path to the new owner: a transfer of it.
-            try authorizeHandOver(of: try currentOwner(path: path, info: previous, header: try encryptedHeader(path)), to: owner)
-        }
-        // The key comes before anything is written, even a temporary file: a store that does not answer in
-        // time, or a cancelled asynchronous call, ends the write here.
-        var sealing: (key: ProtectionKey, header: EncryptedFileFormat.Header)?
-        if let owner, requiresEncryption(owner) {
-            let key = try keyStore.keyForNewData(of: owner)
-            sealing = (key, try EncryptedFileFormat.newHeader(owner: owner, key: key, chunkSize: chunkSize))
-        }
-        let mode = previous.map { $0.st_mode & 0o7777 } ?? (sealing != nil ? 0o600 : 0o644)
-        var output = try AtomicFile(replacing: path, mode: mode)
-        do throws(ProtectionError) {
-            try owners.setOwner(policy.record(ofNewDataOwnedBy: owner), fd: output.fd, path: output.temporaryPath)
-            if let sealing {
-                var source = DataSource(data: contents)
-                try EncryptedFileFormat.encrypt(&source, header: sealing.header, key: sealing.key, into: output)
-            } else {
-                try withRawBytes(of: contents) { (raw) throws(ProtectionError) in try output.write(raw) }
+        var key: ProtectionKey?
+        for _ in 0..<Self.writeAttempts {
+            let previous = try destinationInfo(path)
+            if let previous, !POSIX.isRegular(previous) { throw .fileNotFound(path: path) }
+            if let previous {
+                // Replacing another owner's file gives the path to the new owner: a transfer of it.
+                try authorizeHandOver(of: try currentOwner(path: path, info: previous, header: try encryptedHeader(path)), to: owner)
             }
-            try output.commit()
-        } catch {
-            owners.forgetRemoved(fd: output.fd, path: output.temporaryPath)
-            output.discard()
-            throw error
+            // The key comes before anything is written, even a temporary file: a store that does not answer in
+            // time, or a cancelled asynchronous call, ends the write here.
+            var sealing: (key: ProtectionKey, header: EncryptedFileFormat.Header)?
+            if let owner, requiresEncryption(owner) {
+                let sealingKey: ProtectionKey
+                if let key { sealingKey = key } else { sealingKey = try keyStore.keyForNewData(of: owner) }
+                key = sealingKey
+                sealing = (sealingKey, try EncryptedFileFormat.newHeader(owner: owner, key: sealingKey, chunkSize: chunkSize))
+            }
+            let mode = previous.map { $0.st_mode & 0o7777 } ?? (sealing != nil ? 0o600 : 0o644)
+            let written = try installAtomically(path, mode: mode, owner: policy.record(ofNewDataOwnedBy: owner), replacing: previous) {
+                output throws(ProtectionError) in
+                if let sealing {
+                    var source = DataSource(data: contents)
+                    try EncryptedFileFormat.encrypt(&source, header: sealing.header, key: sealing.key, into: output)
+                } else {
+                    try withRawBytes(of: contents) { (raw) throws(ProtectionError) in try output.write(raw) }
+                }
+            }
+            // A file took the free name since it was looked at: replacing it is decided as for one that was
+            // there (a hand-over of another account's file is refused), never done unchecked.
+            if written { return }
         }
-        if let previous { try owners.forget([previous]) }
+        throw .ioFailure(path: path, operation: "create (files kept taking the name)", errno: EEXIST)
     }
 
     /// The plaintext of the file at `path`: decrypted and authenticated when it is encrypted, as stored

@@ -179,16 +179,6 @@ extension FileProtectionManager {
         _ destination: String, owner: RecordedOwner, replacing replaced: stat?,
         _ body: (AtomicFile) throws(ProtectionError) -> Void
     ) throws(ProtectionError) {
-        var output = try AtomicFile(replacing: destination, mode: 0o600)
-        do throws(ProtectionError) {
-            try owners.setOwner(owner, fd: output.fd, path: output.temporaryPath)
-            try body(output)
-            try output.commit()
-        } catch {
-            owners.forgetRemoved(fd: output.fd, path: output.temporaryPath)
-            output.discard()
-            throw error
-        }
-        if let replaced { try owners.forget([replaced]) }
+        try installCopy(destination, mode: 0o600, owner: owner, replacing: replaced, body)
     }
 }

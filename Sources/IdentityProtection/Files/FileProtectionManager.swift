@@ -49,8 +49,13 @@ import Darwin
 /// `absoluteString`, before anything is read or written. A call that names the owner of new data takes it as
 /// `owner:`; ``writeFile(atPath:contents:)`` and ``openFile(atPath:options:permissions:)`` name none (see *Owners*).
 ///
-/// Thread-safe: call it from any number of threads and tasks at once. Two writers of the *same* path race
-/// as they would with `rename(2)`: the last rename wins, and neither file is torn.
+/// Thread-safe: call it from any number of threads and tasks at once. A new file takes a free name with
+/// `link(2)`, which refuses a name another file took since the call looked: ``writeFile(atPath:contents:)``
+/// then decides again as for a file that was there (replacing another account's file is a hand-over, refused
+/// unless its policy allows it), and the copies (``decryptFile(atPath:toPath:)``, ``protect(atPath:toPath:owner:chunkSize:)``, ``unprotect(atPath:toPath:)``)
+/// refuse with ``ProtectionError/ioFailure(path:operation:errno:)`` (`EEXIST`). Two writers replacing the
+/// *same* existing file race as they would with `rename(2)`: each was allowed to replace what it found, the
+/// last rename wins, and neither file is torn.
 public final class FileProtectionManager: Sendable {
     /// Where keys come from.
     public var keyStore: any KeyStore { storage.keyStore }
@@ -229,10 +234,8 @@ public final class FileProtectionManager: Sendable {
         }
         let key = try keyStore.keyForNewData(of: owner)
         let header = try EncryptedFileFormat.newHeader(owner: owner, key: key, chunkSize: chunkSize)
-        var output = try AtomicFile(replacing: path, mode: info.st_mode & 0o7777)
-        do throws(ProtectionError) {
-            // Encrypted for a managed owner: isolated, as the encryption itself records.
-            try owners.setOwner(RecordedOwner(owner, isolated: true), fd: output.fd, path: output.temporaryPath)
+        // Encrypted for a managed owner: isolated, as the encryption itself records.
+        try installCopy(path, mode: info.st_mode & 0o7777, owner: RecordedOwner(owner, isolated: true), replacing: info) { output throws(ProtectionError) in
             if let existing {
                 var source = DecryptingSource(try decryptor(fd: fd, path: path, header: existing, access: .transfer(to: owner)))
                 try EncryptedFileFormat.encrypt(&source, header: header, key: key, into: output)
@@ -241,13 +244,7 @@ public final class FileProtectionManager: Sendable {
                 var source = FileDescriptorSource(fd: fd, path: path)
                 try EncryptedFileFormat.encrypt(&source, header: header, key: key, into: output)
             }
-            try output.commit()
-        } catch {
-            owners.forgetRemoved(fd: output.fd, path: output.temporaryPath)
-            output.discard()
-            throw error
         }
-        try owners.forget([info])
     }
 
     /// Decrypts the encrypted file at `path` in place, atomically; the file keeps its owner. A file that is not
@@ -466,20 +463,62 @@ public final class FileProtectionManager: Sendable {
         replacing replaced: stat?
     ) throws(ProtectionError) {
         let pieceSize = 1 << 16
-        var output = try AtomicFile(replacing: destination, mode: mode)
-        do throws(ProtectionError) {
-            try owners.setOwner(owner, fd: output.fd, path: output.temporaryPath)
+        try installCopy(destination, mode: mode, owner: owner, replacing: replaced) { output throws(ProtectionError) in
             while true {
                 let piece = try source.read(upTo: pieceSize)
                 try output.write(piece)
                 if piece.count < pieceSize { break }
             }
-            try output.commit()
+        }
+    }
+
+    /// Writes the file that takes `destination`'s name, owned by `owner`, under a temporary name (``AtomicFile``):
+    /// `body` writes its content, then it is `fsync`ed and takes `destination`'s name, the owner index forgets
+    /// `replaced` (the file it replaces, whose inode a file nobody owns may reuse), and the directory is
+    /// `fsync`ed. Every atomic write of a whole file goes through here.
+    ///
+    /// With `replaced`, the new file is renamed over `destination`. Without (the caller found nothing there and
+    /// checked its access for that), it is linked to the name, which fails when a file took it since: the
+    /// caller's check was not about that file, so it stays, and this returns `false` with nothing written.
+    ///
+    /// A failure before the new file has the name leaves `destination` and the index as they were (the
+    /// temporary file and its owner record go). A failure after it (the index, the directory's `fsync`) is
+    /// thrown with the new file in place, its owner recorded: nothing is undone that another reader could
+    /// already see.
+    /// - Returns: whether the new file took the name (`false` only without `replaced`).
+    func installAtomically(
+        _ destination: String, mode: mode_t, owner: RecordedOwner, replacing replaced: stat?,
+        _ body: (AtomicFile) throws(ProtectionError) -> Void
+    ) throws(ProtectionError) -> Bool {
+        var output = try AtomicFile(replacing: destination, mode: mode)
+        do throws(ProtectionError) {
+            try owners.setOwner(owner, fd: output.fd, path: output.temporaryPath)
+            try body(output)
+            guard try output.commit(replacing: replaced != nil) else {
+                owners.forgetRemoved(fd: output.fd, path: output.temporaryPath)
+                output.discard()
+                return false
+            }
         } catch {
+            // Before the new file has the name: the descriptor is still the temporary file's.
             owners.forgetRemoved(fd: output.fd, path: output.temporaryPath)
             output.discard()
             throw error
         }
         if let replaced { try owners.forget([replaced]) }
+        try output.syncDirectory()
+        return true
+    }
+
+    /// ``installAtomically(_:mode:owner:replacing:_:)`` for a copy whose destination was checked once: a file
+    /// that took the destination's name since is refused (``ProtectionError/ioFailure(path:operation:errno:)``,
+    /// `EEXIST`) and left as it is.
+    func installCopy(
+        _ destination: String, mode: mode_t, owner: RecordedOwner, replacing replaced: stat?,
+        _ body: (AtomicFile) throws(ProtectionError) -> Void
+    ) throws(ProtectionError) {
+        guard try installAtomically(destination, mode: mode, owner: owner, replacing: replaced, body) else {
+            throw .ioFailure(path: destination, operation: "create (a file took the name since it was checked)", errno: EEXIST)
+        }
     }
 }
