@@ -21,6 +21,9 @@ struct BlockRegistry {
     /// Whether no account has a cause (the common case: the switch path then skips every lookup).
     var isEmpty: Bool { causes.isEmpty && tenantsBeingWiped.isEmpty }
 
+    /// The tenants whose wipe is running.
+    var tenantsWiped: Dictionary<TenantID, Int>.Keys { tenantsBeingWiped.keys }
+
     /// The accounts with a cause of their own.
     var accounts: Dictionary<Identity, Set<BlockAccountReason>>.Keys { causes.keys }
 

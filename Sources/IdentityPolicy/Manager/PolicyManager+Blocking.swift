@@ -15,10 +15,12 @@ extension PolicyManager {
     // MARK: Blocked accounts
 
     /// The blocked accounts the manager knows, sorted by name: every account blocked by a cause of
-    /// ``BlockAccountReason``, including known accounts whose policy blocks them.
+    /// ``BlockAccountReason``, including known accounts whose policy blocks them and known accounts of a tenant
+    /// whose wipe is running (``wipeData(forTenant:)``).
     public var blockedAccounts: [Identity] {
         state.withLock { state in
             var blocked = Set(state.blocks.accounts)
+            for tenant in state.blocks.tenantsWiped { blocked.formUnion(state.accounts.known(inTenant: tenant)) }
             for (account, standing) in state.accounts.standings {
                 if case let .managed(policy) = standing, policy.isAccountBlocked { blocked.insert(account) }
             }

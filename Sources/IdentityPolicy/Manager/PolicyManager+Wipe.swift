@@ -1,4 +1,5 @@
 import Dispatch
+import Foundation
 import IdentityProtection
 import IdentityRuntime
 
@@ -67,39 +68,76 @@ extension PolicyManager {
         return report
     }
 
-    /// Wipes every account of `tenant` as ``wipeData(forAccount:)`` does, in one pass over the files: the
-    /// accounts the manager knows in that tenant (``tenant(for:)``), every other owner of files under the
-    /// roots whose tenant it is, and every account of the tenant with a file being written when the wipe
-    /// starts (the wipe waits for it).
+    /// Wipes every account of `tenant` as ``wipeData(forAccount:)`` does: the accounts the manager knows in that
+    /// tenant (``tenant(for:)``), every other owner of files or directories under the roots whose tenant it is,
+    /// and every account of the tenant with a file being written when the wipe starts (the wipe waits for it).
+    /// The search runs again once those are wiped, until it finds no account of the tenant it has not wiped (an
+    /// account registered into the tenant meanwhile, with files from before): the last search found nothing.
     ///
     /// From the start until the wipe returns, every account of `tenant` is blocked
-    /// (``BlockAccountReason/wiped``), also one the wipe did not find (first seen meanwhile, or registered into
+    /// (``BlockAccountReason/wiped``), also one the wipe has not found (first seen meanwhile, or registered into
     /// the tenant meanwhile): nothing is created or admitted for the tenant while its files are searched and
-    /// removed, so nothing of it survives the wipe. That block is the tenant's: it is not announced, and it ends
-    /// when the wipe returns. The accounts the wipe found stay blocked as ``wipeData(forAccount:)`` leaves them.
+    /// removed, so nothing of it survives the wipe. That block is the tenant's: it is not announced per
+    /// account (an account's own cause that ends meanwhile is announced as unblocked, although the tenant's
+    /// block still refuses it until the wipe returns), ``blockedAccounts`` lists the known accounts of the
+    /// tenant while it lasts, and it ends when the wipe returns. The accounts the wipe found stay blocked as
+    /// ``wipeData(forAccount:)`` leaves them.
+    ///
+    /// An account of the tenant that the manager does not know and that owns nothing under the roots is not
+    /// found: keys it has (envelopes of `DataProtectionManager`, files elsewhere) stay; wipe it by name with
+    /// ``wipeData(forAccount:)``.
     @discardableResult
     public func wipeData(forTenant tenant: TenantID) async -> TenantWipeReport {
         let observed = startObservingWipe()
         // Before the search: an account it cannot find yet is refused from now on.
         state.withLock { $0.blocks.beginWipe(of: tenant) }
-        let (reports, unreadable) = await SelectiveWipe(manager: self).run { files in
-            var accounts = Set(self.state.withLock { $0.accounts.known(inTenant: tenant) })
-            // A write that passed its check before the block has no file to find yet: its owner is wiped too
-            // (the wipe waits for the write). One that asks later is refused. Read before the walk, so that a
-            // write ending in between leaves its file for the walk to find.
-            let writing = files?.ownersOfCreationsInFlight() ?? []
-            // The search goes on past what it cannot read, and reports it: the owners it did find are wiped,
-            // and the report says the tenant's data may not all be gone.
-            let found = files?.ownersUnderRootsReporting() ?? (owners: [], unreadable: [])
-            accounts.formUnion(writing.union(found.owners).filter { !$0.isUnmanaged && self.tenant(for: $0) == tenant })
-            return (accounts.sorted { $0.foldedName < $1.foldedName }, found.unreadable)
+        var reports: [WipeReport] = []
+        var unreadable: [WipeLeftover] = []
+        var wiped = Set<Identity>()
+        var settled = false
+        // Each round finds fewer accounts: nothing new is created for the tenant, and every account found is
+        // wiped; the bound only stops a tenant whose accounts keep being registered into it from holding the wipe.
+        for _ in 0..<Self.tenantWipeRounds {
+            let done = wiped
+            let round = await SelectiveWipe(manager: self).run { files in
+                var accounts = Set(self.state.withLock { $0.accounts.known(inTenant: tenant) })
+                // A write that passed its check before the block has no file to find yet: its owner is wiped
+                // too (the wipe waits for the write). One that asks later is refused. Read before the walk, so
+                // that a write ending in between leaves its file for the walk to find.
+                let writing = files?.ownersOfCreationsInFlight() ?? []
+                // The search goes on past what it cannot read, and reports it: the owners it did find are wiped,
+                // and the report says the tenant's data may not all be gone.
+                let found = files?.ownersUnderRootsReporting(includingDirectories: true) ?? (owners: [], unreadable: [])
+                accounts.formUnion(writing.union(found.owners).filter { !$0.isUnmanaged && self.tenant(for: $0) == tenant })
+                return (accounts.subtracting(done).sorted { $0.foldedName < $1.foldedName }, found.unreadable)
+            }
+            // What the last search could not read is what may still hold the tenant's data.
+            unreadable = round.unreadable
+            if round.reports.isEmpty {
+                settled = true
+                break
+            }
+            reports += round.reports
+            wiped.formUnion(round.reports.map(\.account))
+        }
+        if !settled {
+            // Nobody can say the tenant's data is gone: the report is not complete.
+            unreadable.append(WipeLeftover(
+                path: "", owner: nil,
+                error: .ioFailure(
+                    path: "", operation: "search for the accounts of \(tenant) (accounts kept joining it during its wipe)",
+                    errno: EAGAIN)))
         }
         state.withLock { $0.blocks.endWipe(of: tenant) }
+        reports.sort { $0.account.foldedName < $1.account.foldedName }
         if case let (observer, start)? = observed {
             observer.didWipe(reports, tenant: tenant, unreadable: unreadable, duration: .now - start)
         }
         return TenantWipeReport(tenant: tenant, accounts: reports, leftovers: unreadable)
     }
+
+    /// How many searches a wipe of a tenant makes at most (see ``wipeData(forTenant:)``).
+    static let tenantWipeRounds = 8
 
     /// The ``observer`` and the time a wipe starts, when there is an observer (no clock is read otherwise).
     private func startObservingWipe() -> (observer: any PolicyManagerObserver, start: ContinuousClock.Instant)? {

@@ -38,13 +38,16 @@ extension FileProtectionManager {
         let owner = owner ?? IdentityContext.effectiveFileIdentity
         try policy.authorizeCreation(for: owner)
         let path = try target(path)
-        guard let info = try POSIX.statPath(path), POSIX.isDirectory(info) else { throw .fileNotFound(path: path) }
-        try authorizeHandOver(of: try owners.record(path: path, info: info), to: owner)
-        let fd = try POSIX.openFile(path, O_RDONLY | O_DIRECTORY)
-        defer { POSIX.closeFile(fd) }
-        // A directory holds no data of its own: its owner only names the owner of files created in it, which
-        // record their own isolation.
-        try owners.setOwner(RecordedOwner(owner, isolated: false), fd: fd, path: path)
+        // Counted as a creation for `owner`: a wipe that starts meanwhile waits for it, and clears the owner it sets.
+        try creating(for: owner) { () throws(ProtectionError) in
+            guard let info = try POSIX.statPath(path), POSIX.isDirectory(info) else { throw .fileNotFound(path: path) }
+            try authorizeHandOver(of: try owners.record(path: path, info: info), to: owner)
+            let fd = try POSIX.openFile(path, O_RDONLY | O_DIRECTORY)
+            defer { POSIX.closeFile(fd) }
+            // A directory holds no data of its own: its owner only names the owner of files created in it, which
+            // record their own isolation.
+            try owners.setOwner(RecordedOwner(owner, isolated: false), fd: fd, path: path)
+        }
     }
 
     /// The owner given to the directory at `path` with ``protectDirectory(atPath:owner:)``, or `nil`.

@@ -233,10 +233,23 @@ extension ProtectedRoots {
     /// Every owner of a regular file under the protected roots that could be read, and every entry that
     /// could not be (a directory it could not list, a file whose owner it could not read): the walk goes on
     /// past each.
-    package func ownersUnderRootsReporting() -> (owners: Set<Identity>, unreadable: [WipeLeftover]) {
+    ///
+    /// - Parameter includingDirectories: the owners of directories (``FileProtectionManager/protectDirectory(atPath:owner:)``)
+    ///   too: a search for the accounts a wipe must reach, which clears them.
+    package func ownersUnderRootsReporting(includingDirectories: Bool = false) -> (owners: Set<Identity>, unreadable: [WipeLeftover]) {
         var found = Set<Identity>()
         var unreadable: [WipeLeftover] = []
-        walkRoots { path, info in
+        walkRoots(directory: { path, info in
+            guard includingDirectories else { return }
+            do throws(ProtectionError) {
+                if let owner = try owners.owner(path: path, info: info) { found.insert(owner) }
+            } catch {
+                // An owner record that does not name an account is no account's; a directory gone has none.
+                if case .invalidIdentity = error { return }
+                if case .fileNotFound = error { return }
+                unreadable.append(WipeLeftover(path: path, owner: nil, error: error))
+            }
+        }) { path, info in
             do throws(ProtectionError) {
                 if let owner = try owner(forWipeOf: path, info: info) { found.insert(owner) }
             } catch {
