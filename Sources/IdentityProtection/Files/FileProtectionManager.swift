@@ -79,7 +79,9 @@ public final class FileProtectionManager: Sendable {
     ///   - keyStore: where the keys of managed owners are kept.
     ///   - policy: which owners are managed, whether their files are encrypted, and the access check.
     ///   - stateDirectory: created (mode `0700`) when missing, tightened to `0700` when others can read or enter
-    ///     it; holds the owner index `owners.index` and the wipe journal.
+    ///     it; holds the owner index `owners.index` and the wipe journal. Managers may share it, in one process
+    ///     or several: each change of those files is made under a lock (`FILE.lock`, `flock(2)`) from the file
+    ///     as it is then, and the index is read again when another manager has changed it.
     ///   - ownerStorage: extended attributes where supported (the default), or the index only.
     ///   - chunkSize: plaintext bytes per encrypted chunk, 1 byte ... 16 MiB; 64 KiB by default.
     ///

@@ -22,7 +22,16 @@ final class OwnerIndex: Sendable {
     }
 
     let path: String
-    private let entries = LockedValue<[String: Entry]?>(nil)
+    /// The entries as last read or written, with the version of the file they came from.
+    private let cache = LockedValue<Snapshot?>(nil)
+
+    /// The entries of one version of the file.
+    private struct Snapshot {
+        var entries: [String: Entry]
+        /// The file's device, inode, size and change time when read (`nil`: there was no file). Every save
+        /// puts a new file in place, so another manager's save (one sharing the state directory) shows here.
+        var version: [Int]?
+    }
 
     init(path: String) {
         self.path = path
@@ -37,70 +46,96 @@ final class OwnerIndex: Sendable {
     }
 
     func entry(of info: stat) throws(ProtectionError) -> Entry? {
-        try entries.withLock { (entries: inout [String: Entry]?) throws(ProtectionError) -> Entry? in
-            try loadIfNeeded(&entries)
-            return entries?[OwnerIndex.key(info)]
+        try cache.withLock { (cache: inout Snapshot?) throws(ProtectionError) -> Entry? in
+            try refresh(&cache)
+            return cache?.entries[OwnerIndex.key(info)]
         }
     }
 
     /// Records `owner`, and whether the file is `isolated` (`nil`: removes the entry).
     func set(_ owner: Identity?, isolated: Bool, for info: stat, path filePath: String) throws(ProtectionError) {
-        try entries.withLock { (entries: inout [String: Entry]?) throws(ProtectionError) in
-            try loadIfNeeded(&entries)
-            var updated = entries ?? [:]
+        try update { entries in
             let key = OwnerIndex.key(info)
             let entry = owner.map { Entry(owner: $0.name, path: filePath, isolated: isolated && !$0.isUnmanaged) }
-            guard updated[key] != entry else { return }
-            updated[key] = entry
-            try save(updated)
-            entries = updated
+            guard entries[key] != entry else { return false }
+            entries[key] = entry
+            return true
         }
     }
 
     /// Marks the entry of `info` isolated when it still names `owner`; nothing otherwise.
     func markIsolated(_ owner: Identity, for info: stat) throws(ProtectionError) {
-        try entries.withLock { (entries: inout [String: Entry]?) throws(ProtectionError) in
-            try loadIfNeeded(&entries)
+        try update { entries in
             let key = OwnerIndex.key(info)
             // An entry whose owner does not validate is not marked: reading it fails (104) anyway.
-            guard var entry = entries?[key], entry.isolated != true,
-                  (try? Identity(validating: entry.owner)) == owner else { return }
+            guard var entry = entries[key], entry.isolated != true,
+                  (try? Identity(validating: entry.owner)) == owner else { return false }
             entry.isolated = true
-            var updated = entries ?? [:]
-            updated[key] = entry
-            try save(updated)
-            entries = updated
+            entries[key] = entry
+            return true
         }
     }
 
     /// Removes entries; one write for all of them.
     func remove(_ infos: [stat]) throws(ProtectionError) {
-        try entries.withLock { (entries: inout [String: Entry]?) throws(ProtectionError) in
-            try loadIfNeeded(&entries)
-            var updated = entries ?? [:]
+        try update { entries in
             var changed = false
-            for info in infos where updated.removeValue(forKey: OwnerIndex.key(info)) != nil { changed = true }
-            guard changed else { return }
-            try save(updated)
-            entries = updated
+            for info in infos where entries.removeValue(forKey: OwnerIndex.key(info)) != nil { changed = true }
+            return changed
         }
     }
 
-    private func loadIfNeeded(_ entries: inout [String: Entry]?) throws(ProtectionError) {
-        guard entries == nil else { return }
+    /// One change of the index: under the state file's lock (``StateFileLock``), from the file as it is now
+    /// (another manager may have saved since this one read it); `change` says whether it changed anything, and
+    /// only then is the file written.
+    private func update(_ change: (inout [String: Entry]) -> Bool) throws(ProtectionError) {
+        try cache.withLock { (cache: inout Snapshot?) throws(ProtectionError) in
+            try StateFileLock.withLock(of: path) { () throws(ProtectionError) in
+                try refresh(&cache)
+                var entries = cache?.entries ?? [:]
+                guard change(&entries) else { return }
+                try save(entries)
+                cache = Snapshot(entries: entries, version: try currentVersion())
+            }
+        }
+    }
+
+    /// Reads the file again when it is not the version `cache` came from.
+    private func refresh(_ cache: inout Snapshot?) throws(ProtectionError) {
+        let version = try currentVersion()
+        if let cache, cache.version == version { return }
+        cache = try read()
+    }
+
+    /// The version of the file now: `nil` when there is none.
+    private func currentVersion() throws(ProtectionError) -> [Int]? {
+        try POSIX.statPath(path).map(Self.version)
+    }
+
+    private static func version(_ info: stat) -> [Int] {
+        #if canImport(Darwin)
+        let changed = info.st_ctimespec
+        #else
+        let changed = info.st_ctim
+        #endif
+        return [Int(info.st_dev), Int(info.st_ino), Int(info.st_size), Int(changed.tv_sec), Int(changed.tv_nsec)]
+    }
+
+    private func read() throws(ProtectionError) -> Snapshot {
         let fd: Int32
         do throws(ProtectionError) {
             fd = try POSIX.openFile(path, O_RDONLY)
         } catch .fileNotFound {
-            entries = [:]
-            return
+            return Snapshot(entries: [:], version: nil)
         }
         defer { POSIX.closeFile(fd) }
+        // The version of the file read, whatever replaced the name since it was opened.
+        let version = Self.version(try POSIX.fstatFD(fd, path: path))
         let bytes = try POSIX.readToEnd(fd, path: path)
         guard let document = try? JSONDecoder().decode(Document.self, from: Data(bytes)), document.format == 1 else {
             throw .ioFailure(path: path, operation: "read owner index (malformed)", errno: EIO)
         }
-        entries = document.entries
+        return Snapshot(entries: document.entries, version: version)
     }
 
     private func save(_ entries: [String: Entry]) throws(ProtectionError) {

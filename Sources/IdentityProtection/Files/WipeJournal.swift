@@ -10,7 +10,8 @@ import IdentityRuntime
 /// the same state directory finishes the removal before it returns.
 struct WipeJournal: Sendable {
     let path: String
-    /// Serializes read-modify-write of the file within the process.
+    /// Serializes read-modify-write of the file within the process (``StateFileLock`` across managers and
+    /// processes sharing the state directory).
     private let lock = LockedValue(())
 
     private struct Document: Codable {
@@ -37,21 +38,26 @@ struct WipeJournal: Sendable {
 
     private func update(_ change: (inout Set<Identity>) -> Void) throws(ProtectionError) {
         try lock.withLock { (_: inout Void) throws(ProtectionError) in
-            var accounts = try read()
-            let before = accounts
-            change(&accounts)
-            guard accounts != before else { return }
-            if accounts.isEmpty {
-                do throws(ProtectionError) { try POSIX.unlinkPath(path) } catch .fileNotFound {}
-                try POSIX.fsyncDirectory(Paths.parent(path))
-                return
-            }
-            let document = Document(format: 1, accounts: accounts.map(\.name).sorted())
-            guard let data = try? JSONEncoder().encode(document) else {
-                throw .ioFailure(path: path, operation: "encode wipe journal", errno: EIO)
-            }
-            try AtomicFile.write(Array(data), to: path, mode: 0o600)
+            try StateFileLock.withLock(of: path) { () throws(ProtectionError) in try update(from: try read(), change) }
         }
+    }
+
+    /// One change of the journal, from `accounts` as read under the lock.
+    private func update(from accounts: Set<Identity>, _ change: (inout Set<Identity>) -> Void) throws(ProtectionError) {
+        var accounts = accounts
+        let before = accounts
+        change(&accounts)
+        guard accounts != before else { return }
+        if accounts.isEmpty {
+            do throws(ProtectionError) { try POSIX.unlinkPath(path) } catch .fileNotFound {}
+            try POSIX.fsyncDirectory(Paths.parent(path))
+            return
+        }
+        let document = Document(format: 1, accounts: accounts.map(\.name).sorted())
+        guard let data = try? JSONEncoder().encode(document) else {
+            throw .ioFailure(path: path, operation: "encode wipe journal", errno: EIO)
+        }
+        try AtomicFile.write(Array(data), to: path, mode: 0o600)
     }
 
     private func read() throws(ProtectionError) -> Set<Identity> {
