@@ -35,12 +35,8 @@ private func describe(_ body: () throws -> Void) -> String {
     do {
         try body()
         return "ok"
-    } catch let ProtectionError.accountBlocked(identity, reason) {
-        return "blocked \(identity.name) \(reason)"
-    } catch let error as AdmissionError {
-        return "admission \(error.cause)"
     } catch {
-        return "\(error)"
+        return describe(error)
     }
 }
 
@@ -48,12 +44,17 @@ private func describeAsync(_ body: () async throws -> Void) async -> String {
     do {
         try await body()
         return "ok"
-    } catch let ProtectionError.accountBlocked(identity, reason) {
-        return "blocked \(identity.name) \(reason)"
-    } catch let error as AdmissionError {
-        return "admission \(error.cause)"
     } catch {
-        return "\(error)"
+        return describe(error)
+    }
+}
+
+/// A refusal as the tests compare it: `blocked NAME REASON`, `admission CAUSE`, or the error's description.
+private func describe(_ error: any Error) -> String {
+    switch error {
+    case let ProtectionError.accountBlocked(identity, reason): "blocked \(identity.name) \(reason)"
+    case let error as AdmissionError: "admission \(error.cause)"
+    default: "\(error)"
     }
 }
 
