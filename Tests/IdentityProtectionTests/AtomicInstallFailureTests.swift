@@ -54,3 +54,20 @@ struct AtomicInstallFailureTests {
         #expect(try FileManager.default.contentsOfDirectory(atPath: destination) == ["inside"])
     }
 }
+
+@Suite("Creations in flight as a wipe that refuses new ones counts them")
+struct CreationHorizonTests {
+    @Test("owners in flight up to a horizon leave out creations begun after it; without one, all; ended creations none")
+    func ownersUpToTheHorizon() {
+        let tracker = CreationTracker()
+        let first = tracker.begin(alice)
+        let horizon = tracker.horizon()
+        let later = tracker.begin(bob)
+        #expect(tracker.ownersInFlight(upTo: horizon) == [alice])
+        #expect(tracker.ownersInFlight(upTo: nil) == [alice, bob])
+        tracker.end(alice, ticket: first)
+        #expect(tracker.ownersInFlight(upTo: horizon).isEmpty)
+        tracker.end(bob, ticket: later)
+        #expect(tracker.ownersInFlight(upTo: nil).isEmpty)
+    }
+}

@@ -232,8 +232,8 @@ extension PolicyManager {
         return .admit
     }
 
-    /// Records the outcome of a run of the checks: a pass is cached (and lifts a denial's block); a denial
-    /// blocks the account. The outcome and the block it sets or lifts change in one critical section: an
+    /// Records the outcome of a run of the checks: a pass is cached, or, after a denial, lifts the denial's block
+    /// (a block change forgets the pass: the next admission runs the checks); a denial blocks the account. The outcome and the block it sets or lifts change in one critical section: an
     /// outcome recorded in between by another run would otherwise be overruled by this one's block (an account
     /// blocked with no denial left to retry) or unblock.
     private func record(_ outcome: AdmissionOutcome, of account: Identity, flight: AdmissionFlight) {

@@ -31,7 +31,8 @@ public struct TenantWipeReport: Sendable {
     public var accounts: [WipeReport]
     /// What the search for the tenant's accounts could not look into (a directory under the roots it could not
     /// read, a file whose owner it could not read): owners there may be accounts of the tenant that the wipe
-    /// did not reach. The search goes on past each.
+    /// did not reach. The search goes on past each. An entry with an empty path: the search did not settle
+    /// (accounts kept joining the tenant during the wipe, see ``PolicyManager/wipeData(forTenant:)``).
     public var leftovers: [WipeLeftover] = []
     /// The first of ``leftovers``' errors (`nil` when the search read everything).
     public var error: ProtectionError? { leftovers.first?.error }
@@ -75,7 +76,7 @@ extension PolicyManager {
     /// account registered into the tenant meanwhile, with files from before): the last search found nothing.
     ///
     /// From the start until the wipe returns, every account of `tenant` is blocked
-    /// (``BlockAccountReason/wiped``), also one the wipe has not found (first seen meanwhile, or registered into
+    /// (``BlockAccountReason/wiped``, or a cause of its own that comes first), also one the wipe has not found (first seen meanwhile, or registered into
     /// the tenant meanwhile): nothing is created or admitted for the tenant while its files are searched and
     /// removed, so nothing of it survives the wipe. That block is the tenant's: it is not announced per
     /// account (an account's own cause that ends meanwhile is announced as unblocked, although the tenant's
@@ -90,7 +91,12 @@ extension PolicyManager {
     public func wipeData(forTenant tenant: TenantID) async -> TenantWipeReport {
         let observed = startObservingWipe()
         // Before the search: an account it cannot find yet is refused from now on.
-        state.withLock { $0.blocks.beginWipe(of: tenant) }
+        let started = state.withLock { state in
+            state.blocks.beginWipe(of: tenant)
+            return state.fileProtection?.storage
+        }
+        // Creations that begin from here on ask their check after the block: they are refused, and not waited for.
+        let horizon = started?.creationHorizon()
         var reports: [WipeReport] = []
         var unreadable: [WipeLeftover] = []
         var wiped = Set<Identity>()
@@ -104,7 +110,7 @@ extension PolicyManager {
                 // A write that passed its check before the block has no file to find yet: its owner is wiped
                 // too (the wipe waits for the write). One that asks later is refused. Read before the walk, so
                 // that a write ending in between leaves its file for the walk to find.
-                let writing = files?.ownersOfCreationsInFlight() ?? []
+                let writing = files?.ownersOfCreationsInFlight(upTo: files === started ? horizon : nil) ?? []
                 // The search goes on past what it cannot read, and reports it: the owners it did find are wiped,
                 // and the report says the tenant's data may not all be gone.
                 let found = files?.ownersUnderRootsReporting(includingDirectories: true) ?? (owners: [], unreadable: [])

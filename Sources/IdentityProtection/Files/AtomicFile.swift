@@ -65,9 +65,9 @@ struct AtomicFile {
         } else {
             let code = errno
             if code == EEXIST { return false }
-            // A file system without hard links: the name is taken as before, by a rename.
-            guard code == EPERM || code == EOPNOTSUPP else { throw POSIX.failure(path, "link", code) }
-            try POSIX.renamePath(temporaryPath, path)
+            // A file system without hard links (FAT) refuses too, as `install` does: a rename there could replace
+            // a file another writer put at the name since, unchecked.
+            throw POSIX.failure(path, "link", code)
         }
         POSIX.closeFile(fd)
         finished = true

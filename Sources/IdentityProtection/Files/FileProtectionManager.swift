@@ -53,7 +53,8 @@ import Darwin
 /// `link(2)`, which refuses a name another file took since the call looked: ``writeFile(atPath:contents:)``
 /// then decides again as for a file that was there (replacing another account's file is a hand-over, refused
 /// unless its policy allows it), and the copies (``decryptFile(atPath:toPath:)``, ``protect(atPath:toPath:owner:chunkSize:)``, ``unprotect(atPath:toPath:)``)
-/// refuse with ``ProtectionError/ioFailure(path:operation:errno:)`` (`EEXIST`). Two writers replacing the
+/// refuse with ``ProtectionError/ioFailure(path:operation:errno:)`` (`EEXIST`); a file system without hard
+/// links (FAT) refuses new files with the `link` failure (106) rather than risk that. Two writers replacing the
 /// *same* existing file race as they would with `rename(2)`: each was allowed to replace what it found, the
 /// last rename wins, and neither file is torn.
 public final class FileProtectionManager: Sendable {

@@ -28,13 +28,22 @@ final class OwnerIndex: Sendable {
     /// The entries of one version of the file.
     private struct Snapshot {
         var entries: [String: Entry]
-        /// The file's device, inode, size and change time when read (`nil`: there was no file). Every save
-        /// puts a new file in place, so another manager's save (one sharing the state directory) shows here.
-        var version: [Int]?
+        /// The file's device, inode, size and change time (`nil`: there was no file). Every save puts a new
+        /// file in place, so another manager's save (one sharing the state directory) changes it.
+        var version: [UInt64]?
+        /// A descriptor of that version, kept open while it is cached: its inode cannot be freed and reused
+        /// by a later save, so a version equal to this one is this file, whatever the clock's resolution.
+        var pinned: Int32?
     }
 
     init(path: String) {
         self.path = path
+    }
+
+    deinit {
+        cache.withLock { cache in
+            if let fd = cache?.pinned { POSIX.closeFile(fd) }
+        }
     }
 
     static func key(_ info: stat) -> String {
@@ -85,57 +94,79 @@ final class OwnerIndex: Sendable {
         }
     }
 
-    /// One change of the index: under the state file's lock (``StateFileLock``), from the file as it is now
-    /// (another manager may have saved since this one read it); `change` says whether it changed anything, and
-    /// only then is the file written.
+    /// One change of the index: under the state file's lock (``StateFileLock``, taken first: a reader of this
+    /// process waits for the cache only while the file is read or written, never for another process's lock),
+    /// from the file as it is now (another manager may have saved since this one read it); `change` says whether
+    /// it changed anything, and only then is the file written.
     private func update(_ change: (inout [String: Entry]) -> Bool) throws(ProtectionError) {
-        try cache.withLock { (cache: inout Snapshot?) throws(ProtectionError) in
-            try StateFileLock.withLock(of: path) { () throws(ProtectionError) in
+        try StateFileLock.withLock(of: path) { () throws(ProtectionError) in
+            try cache.withLock { (cache: inout Snapshot?) throws(ProtectionError) in
                 try refresh(&cache)
                 var entries = cache?.entries ?? [:]
                 guard change(&entries) else { return }
                 try save(entries)
-                cache = Snapshot(entries: entries, version: try currentVersion())
+                // Under the lock nobody else saves: the file now is the one just written.
+                Self.replace(&cache, with: try pin(entries))
             }
         }
     }
 
     /// Reads the file again when it is not the version `cache` came from.
     private func refresh(_ cache: inout Snapshot?) throws(ProtectionError) {
-        let version = try currentVersion()
+        let version = try POSIX.statPath(path).map(Self.version)
         if let cache, cache.version == version { return }
-        cache = try read()
+        Self.replace(&cache, with: try read())
     }
 
-    /// The version of the file now: `nil` when there is none.
-    private func currentVersion() throws(ProtectionError) -> [Int]? {
-        try POSIX.statPath(path).map(Self.version)
+    private static func replace(_ cache: inout Snapshot?, with snapshot: Snapshot) {
+        if let fd = cache?.pinned { POSIX.closeFile(fd) }
+        cache = snapshot
     }
 
-    private static func version(_ info: stat) -> [Int] {
+    private static func version(_ info: stat) -> [UInt64] {
         #if canImport(Darwin)
         let changed = info.st_ctimespec
         #else
         let changed = info.st_ctim
         #endif
-        return [Int(info.st_dev), Int(info.st_ino), Int(info.st_size), Int(changed.tv_sec), Int(changed.tv_nsec)]
+        return [
+            UInt64(truncatingIfNeeded: info.st_dev), UInt64(truncatingIfNeeded: info.st_ino),
+            UInt64(truncatingIfNeeded: info.st_size), UInt64(truncatingIfNeeded: changed.tv_sec),
+            UInt64(truncatingIfNeeded: changed.tv_nsec),
+        ]
     }
 
+    /// The file as it is now, pinned.
     private func read() throws(ProtectionError) -> Snapshot {
         let fd: Int32
         do throws(ProtectionError) {
-            fd = try POSIX.openFile(path, O_RDONLY)
+            fd = try POSIX.openFile(path, O_RDONLY | O_CLOEXEC)
         } catch .fileNotFound {
-            return Snapshot(entries: [:], version: nil)
+            return Snapshot(entries: [:], version: nil, pinned: nil)
         }
-        defer { POSIX.closeFile(fd) }
-        // The version of the file read, whatever replaced the name since it was opened.
-        let version = Self.version(try POSIX.fstatFD(fd, path: path))
-        let bytes = try POSIX.readToEnd(fd, path: path)
-        guard let document = try? JSONDecoder().decode(Document.self, from: Data(bytes)), document.format == 1 else {
-            throw .ioFailure(path: path, operation: "read owner index (malformed)", errno: EIO)
+        do throws(ProtectionError) {
+            // The version of the file read, whatever replaced the name since it was opened.
+            let version = Self.version(try POSIX.fstatFD(fd, path: path))
+            let bytes = try POSIX.readToEnd(fd, path: path)
+            guard let document = try? JSONDecoder().decode(Document.self, from: Data(bytes)), document.format == 1 else {
+                throw ProtectionError.ioFailure(path: path, operation: "read owner index (malformed)", errno: EIO)
+            }
+            return Snapshot(entries: document.entries, version: version, pinned: fd)
+        } catch {
+            POSIX.closeFile(fd)
+            throw error
         }
-        return Snapshot(entries: document.entries, version: version)
+    }
+
+    /// `entries`, just saved, with the file that holds them pinned.
+    private func pin(_ entries: [String: Entry]) throws(ProtectionError) -> Snapshot {
+        let fd = try POSIX.openFile(path, O_RDONLY | O_CLOEXEC)
+        do throws(ProtectionError) {
+            return Snapshot(entries: entries, version: Self.version(try POSIX.fstatFD(fd, path: path)), pinned: fd)
+        } catch {
+            POSIX.closeFile(fd)
+            throw error
+        }
     }
 
     private func save(_ entries: [String: Entry]) throws(ProtectionError) {

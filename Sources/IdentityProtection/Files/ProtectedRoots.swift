@@ -223,11 +223,18 @@ extension ProtectedRoots {
         return found
     }
 
-    /// The owners of the creations in flight now: files that passed their access check (or are about to ask it)
-    /// and may not be under the roots yet. A wipe that finds its accounts by their files takes these too, once
-    /// it refuses new creations for them, so that it waits for those files and removes them.
-    package func ownersOfCreationsInFlight() -> Set<Identity> {
-        creations.ownersInFlight()
+    /// The ticket of the last creation begun so far (see ``ownersOfCreationsInFlight(upTo:)``).
+    package func creationHorizon() -> UInt64 {
+        creations.horizon()
+    }
+
+    /// The owners of the creations in flight now that began by `horizon` (``creationHorizon()``; `nil`: all):
+    /// files that passed their access check (or are about to ask it) and may not be under the roots yet. A
+    /// wipe that finds its accounts by their files takes these too, once it refuses new creations for them,
+    /// so that it waits for those files and removes them; the horizon read once it refuses leaves out the
+    /// creations that began later, which its refusal stops.
+    package func ownersOfCreationsInFlight(upTo horizon: UInt64?) -> Set<Identity> {
+        creations.ownersInFlight(upTo: horizon)
     }
 
     /// Every owner of a regular file under the protected roots that could be read, and every entry that

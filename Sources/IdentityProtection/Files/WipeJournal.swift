@@ -137,9 +137,16 @@ final class CreationTracker: Sendable {
         }
     }
 
-    /// The owners of the creations in flight now.
-    func ownersInFlight() -> Set<Identity> {
-        state.withLock { Set($0.inFlight.keys) }
+    /// The ticket of the last creation begun so far: creations with a later one begin after this call.
+    func horizon() -> UInt64 {
+        state.withLock { $0.nextTicket }
+    }
+
+    /// The owners of the creations in flight now that began by `horizon` (``horizon()``; `nil`: all of them).
+    func ownersInFlight(upTo horizon: UInt64?) -> Set<Identity> {
+        state.withLock { state in
+            Set(state.inFlight.filter { _, tickets in tickets.contains { $0 <= horizon ?? .max } }.keys)
+        }
     }
 
     /// Whether a removal of `owner` is running: asked by a decryption's creation once it holds its ticket.
