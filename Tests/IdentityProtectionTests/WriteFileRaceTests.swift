@@ -4,20 +4,23 @@ import Foundation
 import IdentityRuntime
 import Testing
 
-/// A key store that holds `gated`'s first request for its current key until ``release()``: a write of that
-/// account between its look at the destination and its file taking the name.
+/// A key store that holds `gated`'s first request for its current key (the first after ``arm()``, when made
+/// disarmed) until ``release()``: a write of that account between its look at the destination and its file
+/// taking the name.
 private final class FirstKeyGate: KeyStore {
     let inner: FileKeyStore
     let gated: Identity
     let reached = DispatchSemaphore(value: 0)
     private let gate = DispatchSemaphore(value: 0)
-    private let armed = LockedFlag()
+    private let armed: LockedFlag
 
-    init(_ inner: FileKeyStore, gated: Identity) {
+    init(_ inner: FileKeyStore, gated: Identity, armed: Bool = true) {
         self.inner = inner
         self.gated = gated
+        self.armed = LockedFlag(taken: !armed)
     }
 
+    func arm() { armed.reset() }
     func release() { gate.signal() }
 
     func currentKey(for identity: Identity) throws(ProtectionError) -> ProtectionKey {
@@ -36,10 +39,20 @@ private final class FirstKeyGate: KeyStore {
     func destroyKeys(for identity: Identity) throws(ProtectionError) { try inner.destroyKeys(for: identity) }
 }
 
-/// `true` once, then `false`.
+/// `true` once, then `false` (until ``reset()``).
 private final class LockedFlag: @unchecked Sendable {
     private let lock = NSLock()
-    private var taken = false
+    private var taken: Bool
+
+    init(taken: Bool) {
+        self.taken = taken
+    }
+
+    func reset() {
+        lock.lock()
+        taken = false
+        lock.unlock()
+    }
 
     func takeFirst() -> Bool {
         lock.lock()
@@ -78,10 +91,10 @@ struct WriteFileRaceTests {
         let files: FileProtectionManager
         let keys: FirstKeyGate
 
-        init() throws {
+        init(armed: Bool = true) throws {
             directory = FileManager.default.temporaryDirectory.appendingPathComponent("idp-race-\(UUID().uuidString)").path
             try FileManager.default.createDirectory(atPath: directory + "/root", withIntermediateDirectories: true)
-            keys = FirstKeyGate(try FileKeyStore(atPath: directory + "/keys"), gated: alice)
+            keys = FirstKeyGate(try FileKeyStore(atPath: directory + "/keys"), gated: alice, armed: armed)
             let policy = StaticManagedIdentityPolicy(managed: [alice, WriteFileRaceTests.outsider], fileEncryptionRequired: true, dataIsolation: true)
             files = try FileProtectionManager(
                 roots: [directory + "/root"], keyStore: keys, policy: policy, stateDirectory: directory + "/state", ownerStorage: .indexOnly)
@@ -153,5 +166,36 @@ struct WriteFileRaceTests {
         let bytes = try IdentityContext.withThreadIdentity(alice) { () throws(ProtectionError) in try setup.files.readFile(atPath: path) }
         #expect(bytes == Data("alice's".utf8))
         #expect(try FileManager.default.contentsOfDirectory(atPath: setup.directory + "/root") == ["notes.txt"])
+    }
+
+    @Test("another tenant's file replaces the file alice checked before her write takes the name: her write is decided again and refused; that file stays")
+    func checkedFileReplacedBeforeTheRename() async throws {
+        let setup = try Setup(armed: false)
+        defer { try? FileManager.default.removeItem(atPath: setup.directory) }
+        let path = setup.directory + "/root/shared.txt"
+        try IdentityContext.withThreadIdentity(alice) { () throws(ProtectionError) in
+            try setup.files.writeFile(atPath: path, contents: Data("alice's first".utf8))
+        }
+        let elsewhere = setup.directory + "/root/dave.txt"
+        try IdentityContext.withThreadIdentity(Self.outsider) { () throws(ProtectionError) in
+            try setup.files.writeFile(atPath: elsewhere, contents: Data("dave's".utf8))
+        }
+        setup.keys.arm()
+        let alicesWrite = await aliceWritesAfterHerLook(setup, path)
+        // Another process moves dave's file over the one alice checked (as rename(2) lets it).
+        #expect(rename(elsewhere, path) == 0)
+        setup.keys.release()
+
+        guard case let .failure(error) = await alicesWrite() else {
+            Issue.record("alice's write replaced dave's file without a check")
+            return
+        }
+        guard case .accessDenied = error else {
+            Issue.record("expected accessDenied (a refused hand-over), got \(error)")
+            return
+        }
+        #expect(try setup.files.protectionInfo(atPath: path)?.owner == Self.outsider)
+        let bytes = try IdentityContext.withThreadIdentity(Self.outsider) { () throws(ProtectionError) in try setup.files.readFile(atPath: path) }
+        #expect(bytes == Data("dave's".utf8))
     }
 }

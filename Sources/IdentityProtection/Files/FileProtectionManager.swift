@@ -49,14 +49,16 @@ import Darwin
 /// `absoluteString`, before anything is read or written. A call that names the owner of new data takes it as
 /// `owner:`; ``writeFile(atPath:contents:)`` and ``openFile(atPath:options:permissions:)`` name none (see *Owners*).
 ///
-/// Thread-safe: call it from any number of threads and tasks at once. A new file takes a free name with
-/// `link(2)`, which refuses a name another file took since the call looked: ``writeFile(atPath:contents:)``
-/// then decides again as for a file that was there (replacing another account's file is a hand-over, refused
-/// unless its policy allows it), and the copies (``decryptFile(atPath:toPath:)``, ``protect(atPath:toPath:owner:chunkSize:)``, ``unprotect(atPath:toPath:)``)
-/// refuse with ``ProtectionError/ioFailure(path:operation:errno:)`` (`EEXIST`); a file system without hard
-/// links (FAT) refuses new files with the `link` failure (106) rather than risk that. Two writers replacing the
-/// *same* existing file race as they would with `rename(2)`: each was allowed to replace what it found, the
-/// last rename wins, and neither file is torn.
+/// Thread-safe: call it from any number of threads and tasks at once. A write replaces only the file it
+/// checked: a new file takes a free name with `link(2)`, which refuses a name another file took since the call
+/// looked, and a replacement first sees that the file at the name is still the one it checked (and holds it
+/// open until its owner record is forgotten). Otherwise ``writeFile(atPath:contents:)`` decides again as for
+/// the file now there (replacing another account's file is a hand-over, refused unless its policy allows it),
+/// and the copies and in-place conversions (``decryptFile(atPath:toPath:)``, ``protect(atPath:toPath:owner:chunkSize:)``,
+/// ``unprotect(atPath:toPath:)``, ``encryptFile(atPath:owner:)``, ``decryptFile(atPath:)``) refuse with
+/// ``ProtectionError/ioFailure(path:operation:errno:)`` (`EEXIST`), leaving it. A file system without hard links
+/// (FAT) refuses new files with the `link` failure (106) rather than risk that. Between that last look and the
+/// rename itself two writers race as `rename(2)` does; neither file is torn.
 public final class FileProtectionManager: Sendable {
     /// Where keys come from.
     public var keyStore: any KeyStore { storage.keyStore }
@@ -480,23 +482,35 @@ public final class FileProtectionManager: Sendable {
     /// `replaced` (the file it replaces, whose inode a file nobody owns may reuse), and the directory is
     /// `fsync`ed. Every atomic write of a whole file goes through here.
     ///
-    /// With `replaced`, the new file is renamed over `destination`. Without (the caller found nothing there and
-    /// checked its access for that), it is linked to the name, which fails when a file took it since: the
-    /// caller's check was not about that file, so it stays, and this returns `false` with nothing written.
+    /// With `replaced`, the new file is renamed over `destination`, once the file there is seen to be still
+    /// `replaced` (the one the caller checked): it is held open from then until its entry is forgotten, so its
+    /// inode cannot be reused by another file meanwhile. Without (the caller found nothing there and checked its
+    /// access for that), it is linked to the name, which fails when a file took it since. Either way a file the
+    /// caller's check was not about stays, and this returns `false` with nothing written.
     ///
     /// A failure before the new file has the name leaves `destination` and the index as they were (the
     /// temporary file and its owner record go). A failure after it (the index, the directory's `fsync`) is
     /// thrown with the new file in place, its owner recorded: nothing is undone that another reader could
     /// already see.
-    /// - Returns: whether the new file took the name (`false` only without `replaced`).
+    /// - Returns: whether the new file took the name.
     func installAtomically(
         _ destination: String, mode: mode_t, owner: RecordedOwner, replacing replaced: stat?,
         _ body: (AtomicFile) throws(ProtectionError) -> Void
     ) throws(ProtectionError) -> Bool {
         var output = try AtomicFile(replacing: destination, mode: mode)
+        var held: Int32?
+        defer { if let held { POSIX.closeFile(held) } }
         do throws(ProtectionError) {
             try owners.setOwner(owner, fd: output.fd, path: output.temporaryPath)
             try body(output)
+            if let replaced {
+                held = Self.holdIfStill(replaced, at: destination)
+                guard held != nil else {
+                    owners.forgetRemoved(fd: output.fd, path: output.temporaryPath)
+                    output.discard()
+                    return false
+                }
+            }
             guard try output.commit(replacing: replaced != nil) else {
                 owners.forgetRemoved(fd: output.fd, path: output.temporaryPath)
                 output.discard()
@@ -511,6 +525,17 @@ public final class FileProtectionManager: Sendable {
         if let replaced { try owners.forget([replaced]) }
         try output.syncDirectory()
         return true
+    }
+
+    /// A descriptor of the file at `path` when it is the file `checked` describes (same device and inode; not
+    /// following a symbolic link, not waiting on a FIFO), else `nil`.
+    private static func holdIfStill(_ checked: stat, at path: String) -> Int32? {
+        guard let fd = try? POSIX.openFile(path, O_RDONLY | O_NONBLOCK | O_NOFOLLOW | O_CLOEXEC) else { return nil }
+        guard let now = try? POSIX.fstatFD(fd, path: path), now.st_dev == checked.st_dev, now.st_ino == checked.st_ino else {
+            POSIX.closeFile(fd)
+            return nil
+        }
+        return fd
     }
 
     /// ``installAtomically(_:mode:owner:replacing:_:)`` for a copy whose destination was checked once: a file
