@@ -126,6 +126,24 @@ struct WriteFileRaceTests {
         }
     }
 
+    /// Alice's write ended refused as a hand-over of dave's file, which keeps its owner and bytes.
+    private func expectRefusedHandOver(
+        _ outcome: Result<Void, ProtectionError>, leaving path: String, _ setup: Setup,
+        sourceLocation: SourceLocation = #_sourceLocation
+    ) throws {
+        guard case let .failure(error) = outcome else {
+            Issue.record("alice's write replaced dave's file without a check", sourceLocation: sourceLocation)
+            return
+        }
+        guard case .accessDenied = error else {
+            Issue.record("expected accessDenied (a refused hand-over), got \(error)", sourceLocation: sourceLocation)
+            return
+        }
+        #expect(try setup.files.protectionInfo(atPath: path)?.owner == Self.outsider, sourceLocation: sourceLocation)
+        let bytes = try IdentityContext.withThreadIdentity(Self.outsider) { () throws(ProtectionError) in try setup.files.readFile(atPath: path) }
+        #expect(bytes == Data("dave's".utf8), sourceLocation: sourceLocation)
+    }
+
     @Test("another tenant's file appears at the free name: alice's write is refused as a hand-over, the file keeps its bytes and owner")
     func anotherTenantsFileTakesTheName() async throws {
         let setup = try Setup()
@@ -137,17 +155,8 @@ struct WriteFileRaceTests {
         }
         setup.keys.release()
 
-        guard case let .failure(error) = await alicesWrite() else {
-            Issue.record("alice's write replaced dave's file without a check")
-            return
-        }
-        guard case .accessDenied = error else {
-            Issue.record("expected accessDenied (a refused hand-over), got \(error)")
-            return
-        }
-        #expect(try setup.files.protectionInfo(atPath: path)?.owner == Self.outsider)
-        let bytes = try IdentityContext.withThreadIdentity(Self.outsider) { () throws(ProtectionError) in try setup.files.readFile(atPath: path) }
-        #expect(bytes == Data("dave's".utf8))
+        let outcome = await alicesWrite()
+        try expectRefusedHandOver(outcome, leaving: path, setup)
         #expect(try FileManager.default.contentsOfDirectory(atPath: setup.directory + "/root") == ["report.txt"])
     }
 
@@ -186,16 +195,7 @@ struct WriteFileRaceTests {
         #expect(rename(elsewhere, path) == 0)
         setup.keys.release()
 
-        guard case let .failure(error) = await alicesWrite() else {
-            Issue.record("alice's write replaced dave's file without a check")
-            return
-        }
-        guard case .accessDenied = error else {
-            Issue.record("expected accessDenied (a refused hand-over), got \(error)")
-            return
-        }
-        #expect(try setup.files.protectionInfo(atPath: path)?.owner == Self.outsider)
-        let bytes = try IdentityContext.withThreadIdentity(Self.outsider) { () throws(ProtectionError) in try setup.files.readFile(atPath: path) }
-        #expect(bytes == Data("dave's".utf8))
+        let outcome = await alicesWrite()
+        try expectRefusedHandOver(outcome, leaving: path, setup)
     }
 }
