@@ -191,12 +191,12 @@ extension PolicyManager {
     }
 
     /// Runs `checks` for the admissions that wait on `flight`, in a task of the manager's background work (it
-    /// inherits the task-locals of the admission that starts it, with `account` as its thread identity; `run()`
-    /// waits for it as for the rest of that work): a request cancelled while it waits leaves without ending the
-    /// run for the others. A run this one replaced, because it took longer than
-    /// ``RuntimeSettings/admissionCheckTimeout``, ends here: its waiters are refused and its task is cancelled. (No timer ends a run: on a starved thread pool the checks may not have started when a
-    /// timer fired. A run that hangs holds the admissions already waiting on it until they are cancelled, and
-    /// nobody after the timeout.)
+    /// inherits the task-locals of the admission that starts it, with `account` as its thread identity; `run()` waits
+    /// for it as for the rest of that work): a request cancelled while it waits leaves without ending the run for the
+    /// others. A run this one replaced, because it took longer than ``RuntimeSettings/admissionCheckTimeout``, ends
+    /// here: its waiters are refused and its task is cancelled. (No timer ends a run: on a starved thread pool the
+    /// checks may not have started when a timer fired. A run that hangs holds the admissions already waiting on it
+    /// until they are cancelled, and nobody after the timeout.)
     private func start(_ flight: AdmissionFlight, of account: Identity, checks: [any AdmissionCheck], reason: AdmissionReason) {
         if let replaced = flight.takeReplaced() {
             let timeout = settings.admissionCheckTimeout
@@ -232,10 +232,10 @@ extension PolicyManager {
         return .admit
     }
 
-    /// Records the outcome of a run of the checks: a pass is cached, or, after a denial, lifts the denial's block
-    /// (a block change forgets the pass: the next admission runs the checks); a denial blocks the account. The outcome and the block it sets or lifts change in one critical section: an
-    /// outcome recorded in between by another run would otherwise be overruled by this one's block (an account
-    /// blocked with no denial left to retry) or unblock.
+    /// Records the outcome of a run of the checks: a pass is cached, or, after a denial, lifts the denial's block (a
+    /// block change forgets the pass: the next admission runs the checks); a denial blocks the account. The outcome
+    /// and the block it sets or lifts change in one critical section: an outcome recorded in between by another run
+    /// would otherwise be overruled by this one's block (an account blocked with no denial left to retry) or unblock.
     private func record(_ outcome: AdmissionOutcome, of account: Identity, flight: AdmissionFlight) {
         let now = DispatchTime.now().uptimeNanoseconds
         let transition = state.withLock { state -> AccountTransition? in

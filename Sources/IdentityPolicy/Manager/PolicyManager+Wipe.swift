@@ -75,14 +75,13 @@ extension PolicyManager {
     /// The search runs again once those are wiped, until it finds no account of the tenant it has not wiped (an
     /// account registered into the tenant meanwhile, with files from before): the last search found nothing.
     ///
-    /// From the start until the wipe returns, every account of `tenant` is blocked
-    /// (``BlockAccountReason/wiped``, or a cause of its own that comes first), also one the wipe has not found (first seen meanwhile, or registered into
-    /// the tenant meanwhile): nothing is created or admitted for the tenant while its files are searched and
-    /// removed, so nothing of it survives the wipe. That block is the tenant's: it is not announced per
-    /// account (an account's own cause that ends meanwhile is announced as unblocked, although the tenant's
-    /// block still refuses it until the wipe returns), ``blockedAccounts`` lists the known accounts of the
-    /// tenant while it lasts, and it ends when the wipe returns. The accounts the wipe found stay blocked as
-    /// ``wipeData(forAccount:)`` leaves them.
+    /// From the start until the wipe returns, every account of `tenant` is blocked (``BlockAccountReason/wiped``, or
+    /// a cause of its own that comes first), also one the wipe has not found (first seen meanwhile, or registered
+    /// into the tenant meanwhile): nothing is created or admitted for the tenant while its files are searched and
+    /// removed, so nothing of it survives the wipe. That block is the tenant's: it is not announced per account (an
+    /// account's own cause that ends meanwhile is announced as unblocked, although the tenant's block still refuses
+    /// it until the wipe returns), ``blockedAccounts`` lists the known accounts of the tenant while it lasts, and it
+    /// ends when the wipe returns. The accounts the wipe found stay blocked as ``wipeData(forAccount:)`` leaves them.
     ///
     /// An account of the tenant that the manager does not know and that owns nothing under the roots is not
     /// found: keys it has (envelopes of `DataProtectionManager`, files elsewhere) stay; wipe it by name with

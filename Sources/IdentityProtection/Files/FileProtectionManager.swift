@@ -530,6 +530,8 @@ public final class FileProtectionManager: Sendable {
     /// A descriptor of the file at `path` when it is the file `checked` describes (same device and inode; not
     /// following a symbolic link, not waiting on a FIFO), else `nil`.
     private static func holdIfStill(_ checked: stat, at path: String) -> Int32? {
+        // (`try?`: a name that cannot be opened or examined, whatever the reason, is not known to hold the checked
+        // file, so the write refuses or decides again: nothing is written over it.)
         guard let fd = try? POSIX.openFile(path, O_RDONLY | O_NONBLOCK | O_NOFOLLOW | O_CLOEXEC) else { return nil }
         guard let now = try? POSIX.fstatFD(fd, path: path), now.st_dev == checked.st_dev, now.st_ino == checked.st_ino else {
             POSIX.closeFile(fd)
