@@ -527,17 +527,28 @@ public final class FileProtectionManager: Sendable {
         return true
     }
 
-    /// A descriptor of the file at `path` when it is the file `checked` describes (same device and inode; not
-    /// following a symbolic link, not waiting on a FIFO), else `nil`.
+    /// A descriptor of the file at `path` when it is the file `checked` describes, else `nil`: same device, inode,
+    /// type and modification time (an inode freed since the check and reused by a new file has the new file's
+    /// time), not following a symbolic link, not waiting on a FIFO.
     private static func holdIfStill(_ checked: stat, at path: String) -> Int32? {
         // (`try?`: a name that cannot be opened or examined, whatever the reason, is not known to hold the checked
         // file, so the write refuses or decides again: nothing is written over it.)
         guard let fd = try? POSIX.openFile(path, O_RDONLY | O_NONBLOCK | O_NOFOLLOW | O_CLOEXEC) else { return nil }
-        guard let now = try? POSIX.fstatFD(fd, path: path), now.st_dev == checked.st_dev, now.st_ino == checked.st_ino else {
+        guard let now = try? POSIX.fstatFD(fd, path: path), Self.sameFile(now, checked) else {
             POSIX.closeFile(fd)
             return nil
         }
         return fd
+    }
+
+    private static func sameFile(_ a: stat, _ b: stat) -> Bool {
+        #if canImport(Darwin)
+        let (ta, tb) = (a.st_mtimespec, b.st_mtimespec)
+        #else
+        let (ta, tb) = (a.st_mtim, b.st_mtim)
+        #endif
+        return a.st_dev == b.st_dev && a.st_ino == b.st_ino && a.st_mode & S_IFMT == b.st_mode & S_IFMT
+            && ta.tv_sec == tb.tv_sec && ta.tv_nsec == tb.tv_nsec
     }
 
     /// ``installAtomically(_:mode:owner:replacing:_:)`` for a copy whose destination was checked once: a file
