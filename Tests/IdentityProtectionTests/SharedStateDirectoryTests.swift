@@ -51,13 +51,18 @@ struct SharedStateDirectoryTests {
             roots: [f.root], keyStore: f.keys, policy: f.policy, stateDirectory: f.directory + "/state", ownerStorage: .indexOnly)
         let journal = WipeJournal(path: f.directory + "/state/wipes.journal")
         let journals = [f.files.storage.journal, second.storage.journal]
+        let ids = LockedValue<Set<UInt64>>([])
         DispatchQueue.concurrentPerform(iterations: 64) { index in
             do {
-                try journals[index % 2].add([Identity("user\(index)@contoso.com")])
+                let id = try journals[index % 2].begin([Identity("user\(index)@contoso.com")], roots: [f.root])
+                ids.withLock { _ = $0.insert(id) }
             } catch {
                 Issue.record("\(index): \(error)")
             }
         }
-        #expect(try journal.pending().count == 64)
+        let pending = try journal.pending()
+        #expect(pending.count == 64)
+        #expect(Set(pending.flatMap(\.accounts)).count == 64)
+        #expect(Set(pending.map(\.id)) == ids.withLock { $0 }, "two wipes took one entry")
     }
 }

@@ -31,9 +31,12 @@ extension FileProtectionManager {
     /// ``ProtectedDataAccess/create`` for the account from the start of the wipe (as `PolicyManager` does)
     /// makes sure that no file of it remains afterwards, whatever other threads kept doing.
     ///
-    /// Crashes: the account is written to `wipes.journal` in the state directory before anything is deleted
-    /// and removed from it at the end (only when nothing remains), so a wipe cut short by a crash is finished by the next
-    /// ``FileProtectionManager`` made on the same state directory, before its initializer returns.
+    /// Crashes: the wipe, with its accounts and the roots it walks, is written to `wipes.journal` in the state
+    /// directory before anything is deleted, and taken out at the end (only when nothing remains), so a wipe cut
+    /// short by a crash is finished by the next ``FileProtectionManager`` made on the same state directory,
+    /// over its own roots and the ones that wipe had, before its initializer returns. A wipe that completes
+    /// also takes out the older wipes of the account over roots it walked, never a wipe that began after it
+    /// or one over other roots (another manager's on the same state directory).
     ///
     /// Access: deleting an account's files and keys is a modification of its data, asked of the policy
     /// (``ProtectedDataAccess/modify(writer:)``) for the caller's `IdentityContext.effectiveFileIdentity`

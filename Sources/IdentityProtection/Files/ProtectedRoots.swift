@@ -94,7 +94,12 @@ extension ProtectedRoots {
     /// - Throws: only when the wipe could not start (its journal could not be written): then nothing was
     ///   removed.
     package func wipeAsPolicy(ownedByAnyOf accounts: Set<Identity>) throws(ProtectionError) -> FileWipeOutcome {
-        guard var wipe = try startWipe(of: accounts) else { return FileWipeOutcome() }
+        try wipeAsPolicy(ownedByAnyOf: accounts, alsoUnder: [])
+    }
+
+    /// ``wipeAsPolicy(ownedByAnyOf:)`` over the protected roots and `extraRoots` (those of a wipe it finishes).
+    private func wipeAsPolicy(ownedByAnyOf accounts: Set<Identity>, alsoUnder extraRoots: [String]) throws(ProtectionError) -> FileWipeOutcome {
+        guard var wipe = try startWipe(of: accounts, alsoUnder: extraRoots) else { return FileWipeOutcome() }
         for account in wipe.accounts {
             do throws(ProtectionError) { try keyStore.destroyKeys(for: account) } catch { wipe.note(error, keysOf: account) }
         }
@@ -110,7 +115,7 @@ extension ProtectedRoots {
         // key on the cooperative pool, and walks the roots: on a GCD thread, never holding a cooperative one.
         let started = await withCheckedContinuation { (continuation: CheckedContinuation<Result<WipeRun?, ProtectionError>, Never>) in
             DispatchQueue.global(qos: .utility).async {
-                continuation.resume(returning: Result { () throws(ProtectionError) in try self.startWipe(of: accounts) })
+                continuation.resume(returning: Result { () throws(ProtectionError) in try self.startWipe(of: accounts, alsoUnder: []) })
             }
         }
         guard var wipe = try started.get() else { return [:] }
@@ -122,8 +127,11 @@ extension ProtectedRoots {
         return outcome.removed
     }
 
-    /// A wipe between its file part and its end: the accounts (sorted), what was removed, what was not.
+    /// A wipe between its file part and its end: its journal entry, the roots it walked, the accounts
+    /// (sorted), what was removed, what was not.
     struct WipeRun: Sendable {
+        let journalEntry: UInt64
+        let roots: [String]
         var accounts: [Identity]
         var removed: [Identity: [String]] = [:]
         var leftovers: [WipeLeftover] = []
@@ -148,21 +156,25 @@ extension ProtectedRoots {
         }
     }
 
-    /// The file part of a wipe: journals the accounts, waits for their creations in flight, deletes their
-    /// files and forgets their directories' ownership. `nil` when there is no account to wipe.
-    private func startWipe(of accounts: Set<Identity>) throws(ProtectionError) -> WipeRun? {
+    /// The file part of a wipe over the protected roots and `extraRoots`: journals the wipe, waits for the
+    /// accounts' creations in flight, deletes their files and forgets their directories' ownership. `nil` when
+    /// there is no account to wipe.
+    private func startWipe(of accounts: Set<Identity>, alsoUnder extraRoots: [String]) throws(ProtectionError) -> WipeRun? {
         let accounts = accounts.filter { !$0.isUnmanaged }
         guard !accounts.isEmpty else { return nil }
         // Open handles on the accounts' data stop now, before a file or a key goes (and again at the end, for
         // handles opened meanwhile).
         for account in accounts { KeyRevocations.shared.revoke(account, in: keyStore) }
-        try journal.add(accounts)
+        // The roots as they are now: a root added while the wipe runs is not walked, so it is not recorded.
+        var walked = roots
+        for root in extraRoots where !walked.contains(root) { walked.append(root) }
+        let entry = try journal.begin(accounts, roots: walked)
         // Decryptions whose creation begins from here on are refused; creations that began before are waited for.
         creations.beginRemoval(accounts)
         creations.waitUntilIdle(accounts)
-        var wipe = WipeRun(accounts: accounts.sorted { $0.foldedName < $1.foldedName })
+        var wipe = WipeRun(journalEntry: entry, roots: walked, accounts: accounts.sorted { $0.foldedName < $1.foldedName })
         var forgotten: [stat] = []
-        walkRoots(directory: { path, info in
+        walkRoots(over: walked, directory: { path, info in
             do throws(ProtectionError) {
                 guard let owner = try owners.owner(path: path, info: info), accounts.contains(owner) else { return }
                 try owners.setOwner(.unowned, path: path)
@@ -199,16 +211,20 @@ extension ProtectedRoots {
         return wipe
     }
 
-    /// The end of a wipe, once the keys are destroyed: handles opened meanwhile stop too, and the journal
-    /// entry goes, unless something remains (a file it could not remove, a directory it could not read, keys
-    /// not destroyed): then the accounts stay in the journal, and the next wipe of them, or the next start,
-    /// tries again.
+    /// The end of a wipe, once the keys are destroyed: handles opened meanwhile stop too, and the wipe is
+    /// completed in the journal, unless something remains (a file it could not remove, a directory it could
+    /// not read, keys not destroyed): then its entry stays, and the next wipe of its accounts over its roots,
+    /// or the next start, tries again.
     private func finishWipe(_ wipe: WipeRun) -> FileWipeOutcome {
         var wipe = wipe
         for account in wipe.accounts { KeyRevocations.shared.revoke(account, in: keyStore) }
         creations.endRemoval(Set(wipe.accounts))
         if wipe.firstError == nil {
-            do throws(ProtectionError) { try journal.remove(Set(wipe.accounts)) } catch { wipe.note(error) }
+            do throws(ProtectionError) {
+                try journal.complete(wipe.journalEntry, accounts: Set(wipe.accounts), roots: wipe.roots)
+            } catch {
+                wipe.note(error)
+            }
         }
         return FileWipeOutcome(
             removed: wipe.removed.mapValues { $0.sorted() },
@@ -326,18 +342,25 @@ extension ProtectedRoots {
         return removed.sorted()
     }
 
-    /// Finishes the removals a crash cut short (see `FileProtectionManager.removeFiles(ownedBy:)`).
+    /// Finishes the wipes a crash cut short (see `FileProtectionManager.removeFiles(ownedBy:)`), oldest first,
+    /// each over the protected roots and the roots it had: a wipe that completes also completes the older
+    /// entries it covers, so an entry already completed by then is skipped.
     func finishInterruptedRemovals() throws(ProtectionError) {
-        let pending = try journal.pending()
-        if !pending.isEmpty { _ = try removeFilesAsPolicy(ownedByAnyOf: pending) }
+        for entry in try journal.pending() {
+            guard try journal.pending().contains(where: { $0.id == entry.id }) else { continue }
+            let outcome = try wipeAsPolicy(ownedByAnyOf: Set(entry.accounts.map { Identity($0) }), alsoUnder: entry.roots)
+            if let error = outcome.error { throw error }
+        }
     }
 
+    /// Walks `roots` (by default the protected roots).
     private func walkRoots(
+        over roots: [String]? = nil,
         directory visitDirectory: (String, stat) -> Void = { _, _ in },
         _ visit: (String, stat) -> Void, onError: (_ path: String, _ error: ProtectionError) -> Void
     ) {
         var visited = Set<String>()
-        for root in roots {
+        for root in roots ?? self.roots {
             // A root given as a symbolic link to a directory is that directory, as the file calls resolve it
             // (links further down are not followed: they lead out of the roots). Walked unresolved, the walk's
             // lstat saw a link, not a directory, and a wipe passed over every file under it.

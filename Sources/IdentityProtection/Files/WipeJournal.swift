@@ -1,78 +1,136 @@
 import Foundation
 import IdentityRuntime
 
-/// The accounts whose removal (``FileProtectionManager/removeFiles(ownedBy:)``) has started and not finished:
-/// `wipes.journal` in the state directory, a JSON document `{"format": 1, "accounts": ["…", …]}` replaced
-/// atomically (temporary file, `fsync`, `rename`, `fsync` of the directory).
+/// The wipes (``FileProtectionManager/removeFiles(ownedBy:)`` and the policy's) that have started and not
+/// completed: `wipes.journal` in the state directory, a JSON document replaced atomically (temporary file,
+/// `fsync`, `rename`, `fsync` of the directory):
 ///
-/// An account is written to the journal before its first file is deleted and taken out after its keys are
-/// destroyed, so a crash in between leaves it in the journal, and the next ``FileProtectionManager`` made on
-/// the same state directory finishes the removal before it returns.
+/// ```json
+/// {"format": 2, "next": 8, "wipes": [{"id": 7, "accounts": ["alice@contoso.com"], "roots": ["/srv/data"]}]}
+/// ```
+///
+/// A wipe adds an entry of its own, with the roots it walks, before its first file is deleted, and takes it
+/// out after the keys are destroyed, only when nothing remained. A crash in between leaves the entry, and the
+/// next ``FileProtectionManager`` made on the same state directory finishes that wipe, over its own roots and
+/// the entry's, before it returns.
+///
+/// One entry per wipe, not one per account: managers that share a state directory (in one process or in
+/// several) may wipe one account at once over different roots, and the one that completes first must not
+/// take out the entry of another that a crash may still cut short. A wipe that completes takes out, for its
+/// accounts, its own entry and every *older* one whose roots it walked: it walked them with the accounts
+/// refused after those wipes had started, so what they had left to do is done. It leaves the entries of
+/// wipes that began after it did, and those over roots it did not walk.
+///
+/// The first format, `{"format": 1, "accounts": […]}`, is read as one entry with no roots (any wipe of its
+/// accounts completes it).
 struct WipeJournal: Sendable {
     let path: String
     /// Serializes read-modify-write of the file within the process (``StateFileLock`` across managers and
     /// processes sharing the state directory).
     private let lock = LockedValue(())
 
+    /// One wipe that has not completed.
+    struct Entry: Codable, Equatable, Sendable {
+        /// Increasing in the order the wipes began, across every manager on the state directory.
+        var id: UInt64
+        /// The accounts it has yet to complete, by name, sorted.
+        var accounts: [String]
+        /// The roots it walks, as registered (absolute paths, links unresolved).
+        var roots: [String]
+    }
+
     private struct Document: Codable {
         var format: Int
-        var accounts: [String]
+        var next: UInt64?
+        var wipes: [Entry]?
+        /// The first format's accounts.
+        var accounts: [String]?
     }
 
     init(path: String) {
         self.path = path
     }
 
-    /// The accounts whose removal did not finish.
-    func pending() throws(ProtectionError) -> Set<Identity> {
-        try lock.withLock { (_: inout Void) throws(ProtectionError) -> Set<Identity> in try read() }
+    /// The wipes that did not complete, oldest first.
+    func pending() throws(ProtectionError) -> [Entry] {
+        try lock.withLock { (_: inout Void) throws(ProtectionError) -> [Entry] in try read().wipes }
     }
 
-    func add(_ accounts: Set<Identity>) throws(ProtectionError) {
-        try update { $0.formUnion(accounts) }
-    }
-
-    func remove(_ accounts: Set<Identity>) throws(ProtectionError) {
-        try update { $0.subtract(accounts) }
-    }
-
-    private func update(_ change: (inout Set<Identity>) -> Void) throws(ProtectionError) {
-        try lock.withLock { (_: inout Void) throws(ProtectionError) in
-            try StateFileLock.withLock(of: path) { () throws(ProtectionError) in try update(from: try read(), change) }
+    /// Records the start of a wipe of `accounts` over `roots`.
+    /// - Returns: the wipe's entry, for ``complete(_:accounts:roots:)``.
+    func begin(_ accounts: Set<Identity>, roots: [String]) throws(ProtectionError) -> UInt64 {
+        try update { journal in
+            let id = journal.next
+            journal.next += 1
+            journal.wipes.append(Entry(id: id, accounts: accounts.map(\.name).sorted(), roots: roots))
+            return id
         }
     }
 
-    /// One change of the journal, from `accounts` as read under the lock.
-    private func update(from accounts: Set<Identity>, _ change: (inout Set<Identity>) -> Void) throws(ProtectionError) {
-        var accounts = accounts
-        let before = accounts
-        change(&accounts)
-        guard accounts != before else { return }
-        if accounts.isEmpty {
+    /// Records that the wipe `id` of `accounts` over `roots` completed: takes `accounts` out of its entry and
+    /// of every older one whose roots are among `roots`, and drops the entries left with no account.
+    func complete(_ id: UInt64, accounts: Set<Identity>, roots: [String]) throws(ProtectionError) {
+        let names = Set(accounts.map(\.name))
+        let walked = Set(roots)
+        try update { journal in
+            for index in journal.wipes.indices where journal.wipes[index].id <= id {
+                guard Set(journal.wipes[index].roots).isSubset(of: walked) else { continue }
+                journal.wipes[index].accounts.removeAll { names.contains($0) }
+            }
+            journal.wipes.removeAll { $0.accounts.isEmpty }
+        }
+    }
+
+    /// The journal as read: the entries, and the id the next wipe takes.
+    private struct Contents: Equatable {
+        var next: UInt64 = 1
+        var wipes: [Entry] = []
+    }
+
+    private func update<Result>(_ change: (inout Contents) -> Result) throws(ProtectionError) -> Result {
+        try lock.withLock { (_: inout Void) throws(ProtectionError) -> Result in
+            try StateFileLock.withLock(of: path) { () throws(ProtectionError) -> Result in
+                var contents = try read()
+                let before = contents
+                let result = change(&contents)
+                if contents != before { try write(contents) }
+                return result
+            }
+        }
+    }
+
+    private func write(_ contents: Contents) throws(ProtectionError) {
+        if contents.wipes.isEmpty {
             do throws(ProtectionError) { try POSIX.unlinkPath(path) } catch .fileNotFound {}
             try POSIX.fsyncDirectory(Paths.parent(path))
             return
         }
-        let document = Document(format: 1, accounts: accounts.map(\.name).sorted())
+        let document = Document(format: 2, next: contents.next, wipes: contents.wipes)
         guard let data = try? JSONEncoder().encode(document) else {
             throw .ioFailure(path: path, operation: "encode wipe journal", errno: EIO)
         }
         try AtomicFile.write(Array(data), to: path, mode: 0o600)
     }
 
-    private func read() throws(ProtectionError) -> Set<Identity> {
+    private func read() throws(ProtectionError) -> Contents {
         let fd: Int32
         do throws(ProtectionError) {
             fd = try POSIX.openFile(path, O_RDONLY)
         } catch .fileNotFound {
-            return []
+            return Contents()
         }
         defer { POSIX.closeFile(fd) }
         let bytes = try POSIX.readToEnd(fd, path: path)
-        guard let document = try? JSONDecoder().decode(Document.self, from: Data(bytes)), document.format == 1 else {
-            throw .ioFailure(path: path, operation: "read wipe journal (malformed)", errno: EIO)
+        let malformed = ProtectionError.ioFailure(path: path, operation: "read wipe journal (malformed)", errno: EIO)
+        guard let document = try? JSONDecoder().decode(Document.self, from: Data(bytes)) else { throw malformed }
+        switch (document.format, document.next, document.wipes, document.accounts) {
+        case (1, _, _, let accounts?):
+            return Contents(next: 1, wipes: accounts.isEmpty ? [] : [Entry(id: 0, accounts: accounts.sorted(), roots: [])])
+        case (2, let next?, let wipes?, nil) where wipes.allSatisfy({ $0.id < next }):
+            return Contents(next: next, wipes: wipes)
+        default:
+            throw malformed
         }
-        return Set(document.accounts.map { Identity($0) })
     }
 }
 
