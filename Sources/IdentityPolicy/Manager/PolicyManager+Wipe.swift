@@ -71,7 +71,8 @@ extension PolicyManager {
 
     /// Wipes every account of `tenant` as ``wipeData(forAccount:)`` does: the accounts the manager knows in that
     /// tenant (``tenant(for:)``), every other owner of files or directories under the roots whose tenant it is,
-    /// and every account of the tenant with a file being written when the wipe starts (the wipe waits for it).
+    /// every account of the tenant with a file being written when the wipe starts (the wipe waits for it), and
+    /// every account of the tenant the file manager's key store holds keys of (`KeyStore.identitiesWithKeys()`).
     /// The search runs again once those are wiped, until it finds no account of the tenant it has not wiped (an
     /// account registered into the tenant meanwhile, with files from before): the last search found nothing.
     ///
@@ -83,9 +84,10 @@ extension PolicyManager {
     /// it until the wipe returns), ``blockedAccounts`` lists the known accounts of the tenant while it lasts, and it
     /// ends when the wipe returns. The accounts the wipe found stay blocked as ``wipeData(forAccount:)`` leaves them.
     ///
-    /// An account of the tenant that the manager does not know and that owns nothing under the roots is not
-    /// found: keys it has (envelopes of `DataProtectionManager`, files elsewhere) stay; wipe it by name with
-    /// ``wipeData(forAccount:)``.
+    /// An account of the tenant that the manager does not know, that owns nothing under the roots and whose keys
+    /// are in a store that cannot list them (`KeyStore.identitiesWithKeys()` is `nil`) is not found: its keys
+    /// stay; wipe it by name with ``wipeData(forAccount:)``. A store that fails to list them makes the report
+    /// incomplete (``TenantWipeReport/leftovers``).
     @discardableResult
     public func wipeData(forTenant tenant: TenantID) async -> TenantWipeReport {
         let observed = startObservingWipe()
@@ -113,8 +115,11 @@ extension PolicyManager {
                 // The search goes on past what it cannot read, and reports it: the owners it did find are wiped,
                 // and the report says the tenant's data may not all be gone.
                 let found = files?.ownersUnderRootsReporting(includingDirectories: true) ?? (owners: [], unreadable: [])
-                accounts.formUnion(writing.union(found.owners).filter { !$0.isUnmanaged && self.tenant(for: $0) == tenant })
-                return (accounts.subtracting(done).sorted { $0.foldedName < $1.foldedName }, found.unreadable)
+                let keyed = files?.identitiesWithKeysReporting() ?? (identities: [], unreadable: [])
+                accounts.formUnion(writing.union(found.owners).union(keyed.identities).filter {
+                    !$0.isUnmanaged && self.tenant(for: $0) == tenant
+                })
+                return (accounts.subtracting(done).sorted { $0.foldedName < $1.foldedName }, found.unreadable + keyed.unreadable)
             }
             // What the last search could not read is what may still hold the tenant's data.
             unreadable = round.unreadable

@@ -286,6 +286,16 @@ extension ProtectedRoots {
         return (found, unreadable)
     }
 
+    /// The identities the key store holds keys of (none when it cannot list them), and the failure to list
+    /// them, as a leftover at the store's first key directory (no path for a store without one).
+    package func identitiesWithKeysReporting() -> (identities: Set<Identity>, unreadable: [WipeLeftover]) {
+        do throws(ProtectionError) {
+            return (try keyStore.identitiesWithKeys() ?? [], [])
+        } catch {
+            return ([], [WipeLeftover(path: keyStore.keyDirectories.first ?? "", owner: nil, error: error)])
+        }
+    }
+
     /// Deletes the temporary files (`.NAME.idp-RANDOM.tmp`) that atomic writes of a killed process left under
     /// the protected roots and in the state directory, and forgets their recorded owners. Call it at start,
     /// after a crash; the targets of those writes were never touched (they hold the old content).

@@ -75,6 +75,33 @@ public final class FileKeyStore: KeyStore {
     /// ``directory``: no ``FileProtectionManager`` reads or writes a key file through its file APIs.
     public var keyDirectories: [String] { [directory] }
 
+    /// The identity of every key file in ``directory``, read from the files (not from the cache, so that keys
+    /// another instance or process made are listed too).
+    /// - Throws: ``ProtectionError/ioFailure(path:operation:errno:)`` (106) when the directory cannot be
+    ///   listed, or a key file cannot be read, does not parse, or is not named after the identity it holds
+    ///   (``destroyKeys(for:)`` of that identity would not reach it).
+    public func identitiesWithKeys() throws(ProtectionError) -> Set<Identity>? {
+        var identities = Set<Identity>()
+        for name in try POSIX.directoryEntries(directory) where Self.isKeyFileName(name) {
+            // Gone since the directory was read (destroyed): no keys.
+            guard let ring = try load(name) else { continue }
+            let identity = Identity(ring.identity)
+            guard !identity.isUnmanaged, try fileName(for: identity) == name else {
+                throw corrupt(Paths.join(directory, name))
+            }
+            identities.insert(identity)
+        }
+        return identities
+    }
+
+    /// Whether `name` is a key file's: 64 lowercase hex digits and `.key` (a temporary file of an atomic
+    /// write is not).
+    private static func isKeyFileName(_ name: String) -> Bool {
+        let utf8 = name.utf8
+        guard utf8.count == 68, name.hasSuffix(".key") else { return false }
+        return utf8.prefix(64).allSatisfy { (0x30...0x39).contains($0) || (0x61...0x66).contains($0) }
+    }
+
     public func currentKey(for identity: Identity) throws(ProtectionError) -> ProtectionKey {
         try requireNamed(identity)
         return try cache.withLock { (cache: inout Cache) throws(ProtectionError) -> ProtectionKey in

@@ -53,6 +53,15 @@ public protocol KeyStore: Sendable {
     /// file APIs. Read once, when the manager is made. A store that wraps another returns the inner store's.
     var keyDirectories: [String] { get }
 
+    /// Every identity the store holds a key of, or `nil` when the store cannot list them (the default
+    /// implementation). A wipe of a tenant (`PolicyManager.wipeData(forTenant:)`) asks its file manager's store,
+    /// so that an account of the tenant the manager does not know, which owns nothing under the roots but has
+    /// keys (envelopes of ``DataProtectionManager``, files elsewhere), is found and its keys destroyed. A store
+    /// that wraps another returns the inner store's.
+    /// - Throws: the first failure to read what the store holds: the tenant's wipe reports it and is not
+    ///   complete.
+    func identitiesWithKeys() throws(ProtectionError) -> Set<Identity>?
+
     /// ``currentKey(for:)``, answered by `deadline` (a store that waits on nothing may ignore it).
     func currentKey(for identity: Identity, deadline: ContinuousClock.Instant) async throws(ProtectionError) -> ProtectionKey
 
@@ -71,6 +80,9 @@ extension KeyStore {
     /// None: a store that keeps no key files of its own (the ``FileKeyStore`` a wrapper reaches is reserved
     /// anyway).
     public var keyDirectories: [String] { [] }
+
+    /// `nil`: the store cannot list the identities it holds keys of.
+    public func identitiesWithKeys() throws(ProtectionError) -> Set<Identity>? { nil }
 
     public func currentKey(for identity: Identity, deadline: ContinuousClock.Instant) async throws(ProtectionError) -> ProtectionKey {
         try currentKey(for: identity)

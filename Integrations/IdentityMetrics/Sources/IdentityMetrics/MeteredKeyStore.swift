@@ -16,7 +16,7 @@ private let foundOutcome = "found"
 /// - ``IdentityMetricNames/keyFetchDuration``, the same dimensions: from the call to the answer;
 /// - ``IdentityMetricNames/keyFetchTimeouts`` by `operation`: the fetches that ended in `keyStoreUnavailable`.
 ///
-/// Rotations, destructions and ``keyDirectories`` are forwarded, not metered. No dimension names the identity.
+/// Rotations, destructions, ``keyDirectories`` and ``identitiesWithKeys()`` are forwarded, not metered. No dimension names the identity.
 ///
 /// A class, so that the runtime's revocation of open handles keeps one scope per store instance; destroying
 /// keys through it, or directly through a wrapped `FileKeyStore`, stops the handles opened through it.
@@ -73,6 +73,11 @@ public final class MeteredKeyStore<Base: KeyStore>: KeyStore {
 
     /// The base store's: a file manager given the metered store keeps the base store's key files out of reach.
     public var keyDirectories: [String] { base.keyDirectories }
+
+    /// The base store's, not metered: a tenant's wipe through the metered store finds the accounts it holds keys of.
+    public func identitiesWithKeys() throws(ProtectionError) -> Set<Identity>? {
+        try base.identitiesWithKeys()
+    }
 
     public func currentKey(for identity: Identity, deadline: ContinuousClock.Instant) async throws(ProtectionError) -> ProtectionKey {
         let start = ContinuousClock.now

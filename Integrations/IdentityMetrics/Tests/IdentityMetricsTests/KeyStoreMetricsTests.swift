@@ -32,6 +32,11 @@ final class RecordingKeyStore: KeyStore {
         try note("rotateKey"); return try base.rotateKey(for: identity)
     }
 
+    func identitiesWithKeys() throws(ProtectionError) -> Set<Identity>? {
+        try note("identitiesWithKeys")
+        return try base.identitiesWithKeys()
+    }
+
     func destroyKeys(for identity: Identity) throws(ProtectionError) {
         try note("destroyKeys"); try base.destroyKeys(for: identity)
     }
@@ -76,10 +81,12 @@ struct KeyStoreMetricsTests {
         let again = try await store.currentKey(for: bob, deadline: later)
         #expect(try await store.key(withID: again.id, for: bob, deadline: later).id == again.id)
         _ = try await store.rotateKey(for: bob, deadline: later)
+        #expect(try store.identitiesWithKeys() == [bob])
         try await store.destroyKeys(for: bob, deadline: later)
         #expect(rotated.id != current.id)
         #expect(inner.calls.withLock { $0 } == [
-            "currentKey", "key", "rotateKey", "destroyKeys", "currentKey async", "key async", "rotateKey async", "destroyKeys async",
+            "currentKey", "key", "rotateKey", "destroyKeys", "currentKey async", "key async", "rotateKey async",
+            "identitiesWithKeys", "destroyKeys async",
         ])
     }
 
