@@ -51,11 +51,11 @@ struct SharedStateDirectoryTests {
             roots: [f.root], keyStore: f.keys, policy: f.policy, stateDirectory: f.directory + "/state", ownerStorage: .indexOnly)
         let journal = WipeJournal(path: f.directory + "/state/wipes.journal")
         let journals = [f.files.storage.journal, second.storage.journal]
-        let ids = LockedValue<Set<UInt64>>([])
+        let wipes = LockedValue<[WipeJournal.Running]>([])
         DispatchQueue.concurrentPerform(iterations: 64) { index in
             do {
-                let id = try journals[index % 2].begin([Identity("user\(index)@contoso.com")], roots: [f.root])
-                ids.withLock { _ = $0.insert(id) }
+                let running = try journals[index % 2].begin([Identity("user\(index)@contoso.com")], roots: [f.root])
+                wipes.withLock { $0 += running.map { [$0] } ?? [] }
             } catch {
                 Issue.record("\(index): \(error)")
             }
@@ -63,6 +63,15 @@ struct SharedStateDirectoryTests {
         let pending = try journal.pending()
         #expect(pending.count == 64)
         #expect(Set(pending.flatMap(\.accounts)).count == 64)
-        #expect(Set(pending.map(\.id)) == ids.withLock { $0 }, "two wipes took one entry")
+        #expect(Set(pending.map(\.id)) == Set(wipes.withLock { $0 }.map(\.id)), "two wipes took one entry")
+        DispatchQueue.concurrentPerform(iterations: 64) { index in
+            let running = wipes.withLock { $0[index] }
+            do {
+                try journals[index % 2].end(running, completed: true, accounts: [Identity("user\(index)@contoso.com")], roots: [f.root])
+            } catch {
+                Issue.record("\(index): \(error)")
+            }
+        }
+        #expect(try journal.pending().isEmpty)
     }
 }

@@ -6,27 +6,48 @@ import Testing
 
 @Suite("The wipe journal keeps every wipe that has not completed, with the roots it walks")
 struct WipeJournalTests {
-    @Test("a wipe that completes takes out its own entry and the older ones it covers, never a later one or one over other roots")
+    @Test("a wipe that completes takes out its own entry and the older ones it covers that are not running, never a running, a later one or one over other roots")
     func completionTakesOutOnlyWhatItCovered() throws {
         let f = try Fixture()
         let journal = WipeJournal(path: f.directory + "/state/wipes.journal")
-        let first = try journal.begin([alice], roots: ["/r1"])
-        let second = try journal.begin([alice, bob], roots: ["/r1"])
-        let wider = try journal.begin([alice], roots: ["/r1", "/r2"])
-        let later = try journal.begin([alice], roots: ["/r1"])
-        #expect([first, second, wider, later] == [first, first + 1, first + 2, first + 3])
+        func begin(_ accounts: Set<Identity>, _ roots: [String]) throws -> WipeJournal.Running {
+            try #require(try journal.begin(accounts, roots: roots))
+        }
+        let failed = try begin([alice], ["/r1"])
+        try journal.end(failed, completed: false, accounts: [alice], roots: ["/r1"])
+        let running = try begin([alice], ["/r1"])
+        let completing = try begin([alice, bob], ["/r1"])
+        let wider = try begin([alice], ["/r1", "/r2"])
+        try journal.end(wider, completed: false, accounts: [alice], roots: ["/r1", "/r2"])
+        let later = try begin([alice], ["/r1"])
+        try journal.end(later, completed: false, accounts: [alice], roots: ["/r1"])
+        #expect(try journal.pending().map(\.id) == [failed, running, completing, wider, later].map(\.id))
+        #expect(try journal.pending().map(journal.isRunning) == [false, true, true, false, false])
 
-        // The second covers the first (older, same roots), not the wider one (a root it did not walk) nor
-        // the later one (it began after the second did); bob stays in no entry but its own.
-        try journal.complete(second, accounts: [alice], roots: ["/r1"])
-        #expect(try journal.pending().map(\.id) == [second, wider, later])
-        #expect(try journal.pending().first?.accounts == [bob.name])
+        // The failed wipe is older, over the same roots and not running: done. The running one may still be
+        // waiting for writes in its own manager, the wider one has a root not walked, the later one began after.
+        try journal.end(completing, completed: true, accounts: [alice, bob], roots: ["/r1"])
+        #expect(try journal.pending().map(\.id) == [running, wider, later].map(\.id))
 
-        try journal.complete(later, accounts: [alice, bob], roots: ["/r1"])
-        #expect(try journal.pending().map(\.id) == [wider])
-        try journal.complete(wider, accounts: [alice], roots: ["/r2", "/r1"])
+        try journal.end(running, completed: true, accounts: [alice], roots: ["/r1"])
+        #expect(try journal.pending().map(\.id) == [wider, later].map(\.id))
+        let covering = try begin([alice], ["/r2", "/r1"])
+        try journal.end(covering, completed: true, accounts: [alice], roots: ["/r2", "/r1"])
         #expect(try journal.pending().isEmpty)
         #expect(!FileManager.default.fileExists(atPath: journal.path))
+        let lockFiles = try FileManager.default.contentsOfDirectory(atPath: f.directory + "/state").filter { $0.hasPrefix("wipe-") }
+        #expect(lockFiles.isEmpty, "lock files of wipes no longer in the journal: \(lockFiles)")
+    }
+
+    @Test("accounts are compared as identities: a completed wipe of ALICE@CONTOSO.COM completes the older entry of alice@contoso.com")
+    func accountsComparedAsIdentities() throws {
+        let f = try Fixture()
+        let journal = WipeJournal(path: f.directory + "/state/wipes.journal")
+        let failed = try #require(try journal.begin([alice], roots: ["/r1"]))
+        try journal.end(failed, completed: false, accounts: [alice], roots: ["/r1"])
+        let shouted = try #require(try journal.begin(["ALICE@CONTOSO.COM"], roots: ["/r1"]))
+        try journal.end(shouted, completed: true, accounts: ["ALICE@CONTOSO.COM"], roots: ["/r1"])
+        #expect(try journal.pending().isEmpty)
     }
 
     @Test("two managers on one state directory wipe one account over different roots: the first to complete leaves the other's entry, and a crash of the other is finished at the next start")
@@ -99,8 +120,11 @@ struct WipeJournalTests {
         try IdentityContext.withThreadIdentity(bob) { () throws(ProtectionError) in
             try f.files.writeFile(atPath: f.path("b.txt"), contents: Data("bob's".utf8))
         }
-        // A wipe of alice over the fixture's root that a crash cut short before it deleted anything.
-        _ = try WipeJournal(path: f.directory + "/state/wipes.journal").begin([alice], roots: [f.root])
+        // A wipe of alice over the fixture's root that ended before it deleted anything (as a crash would:
+        // its entry stays, and nobody holds its lock).
+        let journal = WipeJournal(path: f.directory + "/state/wipes.journal")
+        let cut = try #require(try journal.begin([alice], roots: [f.root]))
+        try journal.end(cut, completed: false, accounts: [alice], roots: [f.root])
 
         let restarted = try FileProtectionManager(
             roots: [otherRoot], keyStore: f.keys, policy: f.policy, stateDirectory: f.directory + "/state")
@@ -122,10 +146,19 @@ struct WipeJournalTests {
         #expect(!FileManager.default.fileExists(atPath: journalPath))
     }
 
-    @Test("a journal that does not parse stops the manager's start, with its file and every other file left as they were", arguments: [
+    @Test("a journal that does not parse, or that the writer cannot have written, stops the manager's start, with its file and every other file left as they were", arguments: [
         #"{"format": 2, "wipes": []}"#,
-        #"{"format": 2, "next": 3, "wipes": [{"id": 3, "accounts": ["alice@contoso.com"], "roots": []}]}"#,
-        #"{"format": 3, "next": 1, "wipes": []}"#,
+        #"{"format": 2, "wipes": [{"id": 3, "accounts": ["alice@contoso.com"], "roots": []}]}"#,
+        #"{"format": 2, "wipes": [{"id": "../../escape", "accounts": ["alice@contoso.com"], "roots": []}]}"#,
+        #"{"format": 2, "wipes": [{"id": "00000000000000AA", "accounts": ["alice@contoso.com"], "roots": []}]}"#,
+        #"{"format": 2, "wipes": [{"id": "00000000000000aa", "accounts": [], "roots": []}]}"#,
+        #"{"format": 2, "wipes": [{"id": "00000000000000aa", "accounts": [""], "roots": []}]}"#,
+        #"{"format": 2, "wipes": [{"id": "00000000000000aa", "accounts": ["alice@contoso.com"], "roots": ["relative/root"]}]}"#,
+        #"{"format": 2, "wipes": [{"id": "00000000000000aa", "accounts": ["alice@contoso.com"], "roots": []}, {"id": "00000000000000aa", "accounts": ["bob@contoso.com"], "roots": []}]}"#,
+        #"{"format": 2, "accounts": ["alice@contoso.com"], "wipes": [{"id": "00000000000000aa", "accounts": ["alice@contoso.com"], "roots": []}]}"#,
+        #"{"format": 1, "accounts": ["alice@contoso.com"], "wipes": []}"#,
+        #"{"format": 1, "accounts": []}"#,
+        #"{"format": 3, "wipes": []}"#,
         #"{"format": 1}"#,
         "not json",
     ])

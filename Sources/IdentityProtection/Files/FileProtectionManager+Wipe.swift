@@ -34,9 +34,10 @@ extension FileProtectionManager {
     /// Crashes: the wipe, with its accounts and the roots it walks, is written to `wipes.journal` in the state
     /// directory before anything is deleted, and taken out at the end (only when nothing remains), so a wipe cut
     /// short by a crash is finished by the next ``FileProtectionManager`` made on the same state directory,
-    /// over its own roots and the ones that wipe had, before its initializer returns. A wipe that completes
-    /// also takes out the older wipes of the account over roots it walked, never a wipe that began after it
-    /// or one over other roots (another manager's on the same state directory).
+    /// over its own roots and the ones that wipe had, before its initializer returns (wipes still running, in
+    /// another manager on that state directory, are left to it). A wipe that completes also takes out the older
+    /// wipes of the account over roots it walked that are no longer running, never a running one, one that
+    /// began after it, or one over other roots.
     ///
     /// Access: deleting an account's files and keys is a modification of its data, asked of the policy
     /// (``ProtectedDataAccess/modify(writer:)``) for the caller's `IdentityContext.effectiveFileIdentity`

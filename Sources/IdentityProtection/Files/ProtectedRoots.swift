@@ -94,12 +94,13 @@ extension ProtectedRoots {
     /// - Throws: only when the wipe could not start (its journal could not be written): then nothing was
     ///   removed.
     package func wipeAsPolicy(ownedByAnyOf accounts: Set<Identity>) throws(ProtectionError) -> FileWipeOutcome {
-        try wipeAsPolicy(ownedByAnyOf: accounts, alsoUnder: [])
+        try wipeAsPolicy(ownedByAnyOf: accounts, finishing: nil)
     }
 
-    /// ``wipeAsPolicy(ownedByAnyOf:)`` over the protected roots and `extraRoots` (those of a wipe it finishes).
-    private func wipeAsPolicy(ownedByAnyOf accounts: Set<Identity>, alsoUnder extraRoots: [String]) throws(ProtectionError) -> FileWipeOutcome {
-        guard var wipe = try startWipe(of: accounts, alsoUnder: extraRoots) else { return FileWipeOutcome() }
+    /// ``wipeAsPolicy(ownedByAnyOf:)``, also over the roots of `interrupted` (a wipe that did not complete and
+    /// is not running), in place of it: nothing when another wipe finished it meanwhile.
+    private func wipeAsPolicy(ownedByAnyOf accounts: Set<Identity>, finishing interrupted: WipeJournal.Entry?) throws(ProtectionError) -> FileWipeOutcome {
+        guard var wipe = try startWipe(of: accounts, finishing: interrupted) else { return FileWipeOutcome() }
         for account in wipe.accounts {
             do throws(ProtectionError) { try keyStore.destroyKeys(for: account) } catch { wipe.note(error, keysOf: account) }
         }
@@ -115,7 +116,7 @@ extension ProtectedRoots {
         // key on the cooperative pool, and walks the roots: on a GCD thread, never holding a cooperative one.
         let started = await withCheckedContinuation { (continuation: CheckedContinuation<Result<WipeRun?, ProtectionError>, Never>) in
             DispatchQueue.global(qos: .utility).async {
-                continuation.resume(returning: Result { () throws(ProtectionError) in try self.startWipe(of: accounts, alsoUnder: []) })
+                continuation.resume(returning: Result { () throws(ProtectionError) in try self.startWipe(of: accounts, finishing: nil) })
             }
         }
         guard var wipe = try started.get() else { return [:] }
@@ -127,10 +128,10 @@ extension ProtectedRoots {
         return outcome.removed
     }
 
-    /// A wipe between its file part and its end: its journal entry, the roots it walked, the accounts
-    /// (sorted), what was removed, what was not.
+    /// A wipe between its file part and its end: its journal entry, the roots it walked (real paths), the
+    /// accounts (sorted), what was removed, what was not.
     struct WipeRun: Sendable {
-        let journalEntry: UInt64
+        let journalEntry: WipeJournal.Running
         let roots: [String]
         var accounts: [Identity]
         var removed: [Identity: [String]] = [:]
@@ -156,19 +157,22 @@ extension ProtectedRoots {
         }
     }
 
-    /// The file part of a wipe over the protected roots and `extraRoots`: journals the wipe, waits for the
-    /// accounts' creations in flight, deletes their files and forgets their directories' ownership. `nil` when
-    /// there is no account to wipe.
-    private func startWipe(of accounts: Set<Identity>, alsoUnder extraRoots: [String]) throws(ProtectionError) -> WipeRun? {
+    /// The file part of a wipe over the protected roots (and those of `interrupted`, in place of it): journals
+    /// the wipe, waits for the accounts' creations in flight, deletes their files and forgets their directories'
+    /// ownership. `nil` when there is no account to wipe, or `interrupted` was finished meanwhile.
+    private func startWipe(of accounts: Set<Identity>, finishing interrupted: WipeJournal.Entry?) throws(ProtectionError) -> WipeRun? {
         let accounts = accounts.filter { !$0.isUnmanaged }
         guard !accounts.isEmpty else { return nil }
+        // The roots as they are now, as the walk resolves them: a root added while the wipe runs is not walked,
+        // so it is not recorded, and a root named through a link is the directory the link names now.
+        var walked: [String] = []
+        for root in roots.map({ POSIX.realPath($0) ?? $0 }) + (interrupted?.roots ?? []) where !walked.contains(root) {
+            walked.append(root)
+        }
+        guard let entry = try journal.begin(accounts, roots: walked, replacing: interrupted?.id) else { return nil }
         // Open handles on the accounts' data stop now, before a file or a key goes (and again at the end, for
         // handles opened meanwhile).
         for account in accounts { KeyRevocations.shared.revoke(account, in: keyStore) }
-        // The roots as they are now: a root added while the wipe runs is not walked, so it is not recorded.
-        var walked = roots
-        for root in extraRoots where !walked.contains(root) { walked.append(root) }
-        let entry = try journal.begin(accounts, roots: walked)
         // Decryptions whose creation begins from here on are refused; creations that began before are waited for.
         creations.beginRemoval(accounts)
         creations.waitUntilIdle(accounts)
@@ -219,12 +223,10 @@ extension ProtectedRoots {
         var wipe = wipe
         for account in wipe.accounts { KeyRevocations.shared.revoke(account, in: keyStore) }
         creations.endRemoval(Set(wipe.accounts))
-        if wipe.firstError == nil {
-            do throws(ProtectionError) {
-                try journal.complete(wipe.journalEntry, accounts: Set(wipe.accounts), roots: wipe.roots)
-            } catch {
-                wipe.note(error)
-            }
+        do throws(ProtectionError) {
+            try journal.end(wipe.journalEntry, completed: wipe.firstError == nil, accounts: Set(wipe.accounts), roots: wipe.roots)
+        } catch {
+            wipe.note(error)
         }
         return FileWipeOutcome(
             removed: wipe.removed.mapValues { $0.sorted() },
@@ -352,13 +354,13 @@ extension ProtectedRoots {
         return removed.sorted()
     }
 
-    /// Finishes the wipes a crash cut short (see `FileProtectionManager.removeFiles(ownedBy:)`), oldest first,
-    /// each over the protected roots and the roots it had: a wipe that completes also completes the older
-    /// entries it covers, so an entry already completed by then is skipped.
+    /// Finishes the wipes a crash cut short or that failed (see `FileProtectionManager.removeFiles(ownedBy:)`),
+    /// oldest first, each over the protected roots and the roots it had, in its place in the journal. Wipes
+    /// running meanwhile (another manager's on this state directory) are theirs to finish; an entry another
+    /// wipe finished meanwhile is skipped.
     func finishInterruptedRemovals() throws(ProtectionError) {
-        for entry in try journal.pending() {
-            guard try journal.pending().contains(where: { $0.id == entry.id }) else { continue }
-            let outcome = try wipeAsPolicy(ownedByAnyOf: Set(entry.accounts.map { Identity($0) }), alsoUnder: entry.roots)
+        for entry in try journal.pending() where !journal.isRunning(entry) {
+            let outcome = try wipeAsPolicy(ownedByAnyOf: Set(entry.accounts.map { Identity($0) }), finishing: entry)
             if let error = outcome.error { throw error }
         }
     }

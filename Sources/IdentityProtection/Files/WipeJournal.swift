@@ -1,28 +1,34 @@
 import Foundation
 import IdentityRuntime
 
-/// The wipes (``FileProtectionManager/removeFiles(ownedBy:)`` and the policy's) that have started and not
+/// The wipes (``FileProtectionManager/removeFiles(ownedBy:)`` and the policy's) that have begun and not
 /// completed: `wipes.journal` in the state directory, a JSON document replaced atomically (temporary file,
-/// `fsync`, `rename`, `fsync` of the directory):
+/// `fsync`, `rename`, `fsync` of the directory), oldest wipe first:
 ///
 /// ```json
-/// {"format": 2, "next": 8, "wipes": [{"id": 7, "accounts": ["alice@contoso.com"], "roots": ["/srv/data"]}]}
+/// {"format": 2, "wipes": [{"id": "9f2c44e1a0b3d5c7", "accounts": ["alice@contoso.com"], "roots": ["/srv/data"]}]}
 /// ```
 ///
-/// A wipe adds an entry of its own, with the roots it walks, before its first file is deleted, and takes it
-/// out after the keys are destroyed, only when nothing remained. A crash in between leaves the entry, and the
-/// next ``FileProtectionManager`` made on the same state directory finishes that wipe, over its own roots and
-/// the entry's, before it returns.
+/// A wipe adds an entry of its own, with the real paths of the roots it walks, before its first file is
+/// deleted, and takes it out after the keys are destroyed, only when nothing remained. A crash in between
+/// leaves the entry, and the next ``FileProtectionManager`` made on the same state directory finishes that
+/// wipe, over its own roots and the entry's, before it returns.
 ///
-/// One entry per wipe, not one per account: managers that share a state directory (in one process or in
-/// several) may wipe one account at once over different roots, and the one that completes first must not
-/// take out the entry of another that a crash may still cut short. A wipe that completes takes out, for its
-/// accounts, its own entry and every *older* one whose roots it walked: it walked them with the accounts
-/// refused after those wipes had started, so what they had left to do is done. It leaves the entries of
-/// wipes that began after it did, and those over roots it did not walk.
+/// One entry per wipe: managers that share a state directory (in one process or in several) may wipe one
+/// account at once over different roots, and the one that completes first must not take out the entry of
+/// another that may still be cut short. While a wipe runs, it holds an exclusive `flock` on `wipe-ID.lock`
+/// beside the journal, which the kernel drops when its process ends: an entry whose lock nobody holds belongs to
+/// a wipe that ended without completing (it failed, or its process died), and only such an entry is another's
+/// to finish. A wipe that completes takes out its own entry and, for its accounts, every older entry that is
+/// not running and whose roots it walked: it walked them with the accounts refused, after those wipes had
+/// begun. It leaves the entries of wipes still running (which may still be waiting for creations in flight in
+/// their own manager), of wipes that began after it, and over roots it did not walk. A start finishes each
+/// entry nobody runs, and its wipe takes that entry's place in the journal, so a start that fails again does not
+/// add one.
 ///
 /// The first format, `{"format": 1, "accounts": […]}`, is read as one entry with no roots (any wipe of its
-/// accounts completes it).
+/// accounts completes it). A document that is neither, or that the writer cannot have written, is refused:
+/// ``ProtectionError/ioFailure(path:operation:errno:)`` (106), with nothing deleted.
 struct WipeJournal: Sendable {
     let path: String
     /// Serializes read-modify-write of the file within the process (``StateFileLock`` across managers and
@@ -31,17 +37,22 @@ struct WipeJournal: Sendable {
 
     /// One wipe that has not completed.
     struct Entry: Codable, Equatable, Sendable {
-        /// Increasing in the order the wipes began, across every manager on the state directory.
-        var id: UInt64
-        /// The accounts it has yet to complete, by name, sorted.
+        /// 16 lowercase hexadecimal digits, random; names the wipe's lock file.
+        var id: String
+        /// The accounts it has yet to complete, by name.
         var accounts: [String]
-        /// The roots it walks, as registered (absolute paths, links unresolved).
+        /// The real paths of the roots it walks.
         var roots: [String]
+    }
+
+    /// A wipe that has begun: its entry, and the descriptor of its lock file, whose `flock` says it runs.
+    struct Running: Sendable {
+        let id: String
+        fileprivate let lockDescriptor: Int32
     }
 
     private struct Document: Codable {
         var format: Int
-        var next: UInt64?
         var wipes: [Entry]?
         /// The first format's accounts.
         var accounts: [String]?
@@ -53,83 +64,151 @@ struct WipeJournal: Sendable {
 
     /// The wipes that did not complete, oldest first.
     func pending() throws(ProtectionError) -> [Entry] {
-        try lock.withLock { (_: inout Void) throws(ProtectionError) -> [Entry] in try read().wipes }
+        try lock.withLock { (_: inout Void) throws(ProtectionError) -> [Entry] in try read() }
     }
 
-    /// Records the start of a wipe of `accounts` over `roots`.
-    /// - Returns: the wipe's entry, for ``complete(_:accounts:roots:)``.
-    func begin(_ accounts: Set<Identity>, roots: [String]) throws(ProtectionError) -> UInt64 {
-        try update { journal in
-            let id = journal.next
-            journal.next += 1
-            journal.wipes.append(Entry(id: id, accounts: accounts.map(\.name).sorted(), roots: roots))
-            return id
-        }
+    /// Whether the wipe of `entry` is running now, in this process or another.
+    func isRunning(_ entry: Entry) -> Bool {
+        guard let fd = try? POSIX.openFile(lockPath(entry.id), O_RDONLY | O_CLOEXEC) else { return false }
+        defer { POSIX.closeFile(fd) }
+        // Taken: nobody holds it. (Closing the descriptor releases it again.)
+        return flock(fd, LOCK_EX | LOCK_NB) != 0 && errno == EWOULDBLOCK
     }
 
-    /// Records that the wipe `id` of `accounts` over `roots` completed: takes `accounts` out of its entry and
-    /// of every older one whose roots are among `roots`, and drops the entries left with no account.
-    func complete(_ id: UInt64, accounts: Set<Identity>, roots: [String]) throws(ProtectionError) {
-        let names = Set(accounts.map(\.name))
-        let walked = Set(roots)
-        try update { journal in
-            for index in journal.wipes.indices where journal.wipes[index].id <= id {
-                guard Set(journal.wipes[index].roots).isSubset(of: walked) else { continue }
-                journal.wipes[index].accounts.removeAll { names.contains($0) }
+    /// Records the start of a wipe of `accounts` over `roots` (real paths), in place of the entry `replaced`
+    /// when given (a wipe that finishes it). Hand the result to ``end(_:completed:accounts:roots:)``.
+    /// - Returns: `nil` when `replaced` is no longer in the journal (another wipe finished it): nothing began.
+    func begin(_ accounts: Set<Identity>, roots: [String], replacing replaced: String? = nil) throws(ProtectionError) -> Running? {
+        var generator = SystemRandomNumberGenerator()
+        let id = Hex.encode(withUnsafeBytes(of: generator.next() as UInt64) { Array($0) })
+        // Locked before the entry exists: whoever reads the entry sees it running.
+        let fd = try POSIX.openFile(lockPath(id), O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, mode: 0o600)
+        let running = Running(id: id, lockDescriptor: fd)
+        do throws(ProtectionError) {
+            guard flock(fd, LOCK_EX | LOCK_NB) == 0 else { throw POSIX.failure(lockPath(id), "flock") }
+            let began = try update { wipes -> Bool in
+                if let replaced {
+                    guard let index = wipes.firstIndex(where: { $0.id == replaced }) else { return false }
+                    wipes.remove(at: index)
+                }
+                wipes.append(Entry(id: id, accounts: accounts.map(\.name).sorted(), roots: roots))
+                return true
             }
-            journal.wipes.removeAll { $0.accounts.isEmpty }
+            guard began else {
+                release(running, removingLock: true)
+                return nil
+            }
+            // The replaced wipe's lock: nobody holds it (only an entry not running is finished).
+            if let replaced { try? POSIX.unlinkPath(lockPath(replaced)) }
+            return running
+        } catch {
+            release(running, removingLock: true)
+            throw error
         }
     }
 
-    /// The journal as read: the entries, and the id the next wipe takes.
-    private struct Contents: Equatable {
-        var next: UInt64 = 1
-        var wipes: [Entry] = []
+    /// Ends the wipe `running`. When it `completed` (nothing of `accounts` remained under `roots`), takes out
+    /// its entry and `accounts` from every older entry that is not running and whose roots are among `roots`;
+    /// otherwise its entry stays, for the next wipe or start to finish.
+    func end(_ running: Running, completed: Bool, accounts: Set<Identity>, roots: [String]) throws(ProtectionError) {
+        guard completed else {
+            release(running, removingLock: false)
+            return
+        }
+        let walked = Set(roots)
+        let removed: [String]
+        do throws(ProtectionError) {
+            removed = try update { wipes -> [String] in
+                guard let own = wipes.firstIndex(where: { $0.id == running.id }) else { return [] }
+                for index in wipes.indices where index < own {
+                    guard Set(wipes[index].roots).isSubset(of: walked), !isRunning(wipes[index]) else { continue }
+                    wipes[index].accounts.removeAll { accounts.contains(Identity($0)) }
+                }
+                wipes[own].accounts = []
+                let removed = wipes.filter(\.accounts.isEmpty).map(\.id)
+                wipes.removeAll { $0.accounts.isEmpty }
+                return removed
+            }
+        } catch {
+            release(running, removingLock: false)
+            throw error
+        }
+        release(running, removingLock: true)
+        // The lock files of the entries taken out; nobody holds them (a wipe's own is gone above).
+        for id in removed where id != running.id {
+            try? POSIX.unlinkPath(lockPath(id))
+        }
     }
 
-    private func update<Result>(_ change: (inout Contents) -> Result) throws(ProtectionError) -> Result {
+    private func release(_ running: Running, removingLock: Bool) {
+        if removingLock { try? POSIX.unlinkPath(lockPath(running.id)) }
+        POSIX.closeFile(running.lockDescriptor)
+    }
+
+    private func lockPath(_ id: String) -> String {
+        Paths.join(Paths.parent(path), "wipe-\(id).lock")
+    }
+
+    private func update<Result>(_ change: (inout [Entry]) -> Result) throws(ProtectionError) -> Result {
         try lock.withLock { (_: inout Void) throws(ProtectionError) -> Result in
             try StateFileLock.withLock(of: path) { () throws(ProtectionError) -> Result in
-                var contents = try read()
-                let before = contents
-                let result = change(&contents)
-                if contents != before { try write(contents) }
+                var wipes = try read()
+                let before = wipes
+                let result = change(&wipes)
+                if wipes != before { try write(wipes) }
                 return result
             }
         }
     }
 
-    private func write(_ contents: Contents) throws(ProtectionError) {
-        if contents.wipes.isEmpty {
+    private func write(_ wipes: [Entry]) throws(ProtectionError) {
+        if wipes.isEmpty {
             do throws(ProtectionError) { try POSIX.unlinkPath(path) } catch .fileNotFound {}
             try POSIX.fsyncDirectory(Paths.parent(path))
             return
         }
-        let document = Document(format: 2, next: contents.next, wipes: contents.wipes)
-        guard let data = try? JSONEncoder().encode(document) else {
+        guard let data = try? JSONEncoder().encode(Document(format: 2, wipes: wipes)) else {
             throw .ioFailure(path: path, operation: "encode wipe journal", errno: EIO)
         }
         try AtomicFile.write(Array(data), to: path, mode: 0o600)
     }
 
-    private func read() throws(ProtectionError) -> Contents {
+    private func read() throws(ProtectionError) -> [Entry] {
         let fd: Int32
         do throws(ProtectionError) {
             fd = try POSIX.openFile(path, O_RDONLY)
         } catch .fileNotFound {
-            return Contents()
+            return []
         }
         defer { POSIX.closeFile(fd) }
         let bytes = try POSIX.readToEnd(fd, path: path)
-        let malformed = ProtectionError.ioFailure(path: path, operation: "read wipe journal (malformed)", errno: EIO)
-        guard let document = try? JSONDecoder().decode(Document.self, from: Data(bytes)) else { throw malformed }
-        switch (document.format, document.next, document.wipes, document.accounts) {
-        case (1, _, _, let accounts?):
-            return Contents(next: 1, wipes: accounts.isEmpty ? [] : [Entry(id: 0, accounts: accounts.sorted(), roots: [])])
-        case (2, let next?, let wipes?, nil) where wipes.allSatisfy({ $0.id < next }):
-            return Contents(next: next, wipes: wipes)
+        guard let document = try? JSONDecoder().decode(Document.self, from: Data(bytes)),
+              let wipes = Self.entries(of: document)
+        else {
+            throw .ioFailure(path: path, operation: "read wipe journal (malformed)", errno: EIO)
+        }
+        return wipes
+    }
+
+    /// The entries of `document`, or `nil` when the writer cannot have written it: an empty journal (the file
+    /// is removed instead), an entry with no account or the unmanaged one, a root that is no absolute path, an
+    /// id that is not 16 lowercase hexadecimal digits or that repeats, or the fields of both formats.
+    private static func entries(of document: Document) -> [Entry]? {
+        func isAccount(_ name: String) -> Bool { !Identity(name).isUnmanaged }
+        switch (document.format, document.wipes, document.accounts) {
+        case (1, nil, let accounts?):
+            guard !accounts.isEmpty, accounts.allSatisfy(isAccount) else { return nil }
+            // Named by no lock file anyone holds: not running.
+            return [Entry(id: String(repeating: "0", count: 16), accounts: accounts, roots: [])]
+        case (2, let wipes?, nil):
+            let valid = !wipes.isEmpty && Set(wipes.map(\.id)).count == wipes.count && wipes.allSatisfy { entry in
+                entry.id.utf8.count == 16 && entry.id.utf8.allSatisfy { Hex.value($0) != nil && !(0x41...0x46).contains($0) }
+                    && !entry.accounts.isEmpty && entry.accounts.allSatisfy(isAccount)
+                    && entry.roots.allSatisfy { $0.hasPrefix("/") }
+            }
+            return valid ? wipes : nil
         default:
-            throw malformed
+            return nil
         }
     }
 }
