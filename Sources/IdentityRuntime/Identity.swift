@@ -19,9 +19,10 @@
 /// an identity slot it stops the fall-through to the next level, unlike `nil`, which means "unset".
 ///
 /// ## Input rules
-/// - ``init(_:)`` accepts any string and never fails. It trims surrounding white space and newlines
-///   (they are never part of a user principal name; a name read from a file with a trailing newline still
-///   matches), so a name of only white space is ``unmanaged``. Everything else is kept as given.
+/// - ``init(_:)`` accepts any string and never fails. It trims surrounding white space and newlines (they are
+///   never part of a user principal name; a name read from a file with a trailing newline still matches), so
+///   a name of only white space is ``unmanaged``. Everything else is kept as given; the protection module still
+///   refuses to record data for a name ``init(validating:)`` rejects, since no reader would read that owner back.
 /// - ``init(validating:)`` is for input from outside (configuration, network, user entry). It does not
 ///   repair anything: surrounding white space, control or other invisible format characters, and names
 ///   longer than ``maximumUTF8Length`` bytes are each a distinct ``IdentityValidationError``.
@@ -56,24 +57,29 @@ public struct Identity: Sendable, Hashable, CustomStringConvertible, CustomDebug
     ///   length, surrounding white space, control or format characters.
     public init(validating name: some StringProtocol) throws(IdentityValidationError) {
         let name = String(name)
+        if let problem = Identity.problem(in: name) { throw problem }
+        self = name.isEmpty ? .unmanaged : Identity(storage: Storage(name: name))
+    }
+
+    /// What ``init(validating:)`` would reject in `name`, or `nil`; makes no identity. For the stores of the
+    /// protection module, which record only names they can read back through ``init(validating:)``.
+    package static func problem(in name: String) -> IdentityValidationError? {
         let length = name.utf8.count
         if length > Identity.maximumUTF8Length {
-            throw .tooLong(utf8Length: length, limit: Identity.maximumUTF8Length)
+            return .tooLong(utf8Length: length, limit: Identity.maximumUTF8Length)
         }
         // Printable ASCII (the usual account name) has no forbidden character, and its only white space is
         // the space: the Unicode property lookups below are needed only for anything else.
         if name.utf8.allSatisfy({ (0x20...0x7E).contains($0) }) {
-            if name.utf8.first == 0x20 || name.utf8.last == 0x20 { throw .surroundingWhitespace }
-            self = name.isEmpty ? .unmanaged : Identity(storage: Storage(name: name))
-            return
+            return name.utf8.first == 0x20 || name.utf8.last == 0x20 ? .surroundingWhitespace : nil
         }
         if Identity.trimmingSurroundingWhitespace(name) != name {
-            throw .surroundingWhitespace
+            return .surroundingWhitespace
         }
         for (offset, scalar) in name.unicodeScalars.enumerated() where Identity.isForbidden(scalar) {
-            throw .forbiddenCharacter(scalar: scalar.value, offset: offset)
+            return .forbiddenCharacter(scalar: scalar.value, offset: offset)
         }
-        self = name.isEmpty ? .unmanaged : Identity(storage: Storage(name: name))
+        return nil
     }
 
     /// The name as it was given (after trimming, for ``init(_:)``).

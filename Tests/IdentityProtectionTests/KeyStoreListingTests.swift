@@ -17,27 +17,36 @@ struct KeyStoreListingTests {
         // What a killed atomic write leaves: not a key file.
         writeRaw(Array("{}".utf8), to: f.keys.directory + "/.0123.key.idp-abcdef.tmp")
 
-        #expect(try f.keys.identitiesWithKeys() == [alice, bob, carol])
+        #expect(try f.keys.identitiesWithKeys() == KeyListing(identities: [alice, bob, carol]))
     }
 
-    @Test("a key file that does not parse, or that is not named after the identity it holds, is reported, not passed over")
+    @Test("a key file that does not parse, or that is not named after the identity it holds, is listed as unreadable; the others are listed")
     func unreadableKeyFilesAreReported() throws {
         let f = try Fixture()
         _ = try f.keys.currentKey(for: alice)
+        let aliceFile = try #require(try FileManager.default.contentsOfDirectory(atPath: f.keys.directory).first { $0.hasSuffix(".key") })
+        _ = try f.keys.currentKey(for: bob)
         let malformed = f.keys.directory + "/" + String(repeating: "a", count: 64) + ".key"
         writeRaw(Array("not json".utf8), to: malformed)
-        #expect(throws: ProtectionError.ioFailure(path: malformed, operation: "read key file (malformed)", errno: EIO)) {
-            try f.keys.identitiesWithKeys()
-        }
-        try FileManager.default.removeItem(atPath: malformed)
-
         // Alice's ring under another name: destroying alice's keys would not reach it.
-        let aliceFile = try #require(try FileManager.default.contentsOfDirectory(atPath: f.keys.directory).first { $0.hasSuffix(".key") })
         let misnamed = f.keys.directory + "/" + String(repeating: "b", count: 64) + ".key"
         try FileManager.default.copyItem(atPath: f.keys.directory + "/" + aliceFile, toPath: misnamed)
-        #expect(throws: ProtectionError.ioFailure(path: misnamed, operation: "read key file (malformed)", errno: EIO)) {
-            try f.keys.identitiesWithKeys()
-        }
+
+        let listing = try #require(try f.keys.identitiesWithKeys())
+        #expect(listing.identities == [alice, bob])
+        let corrupt = { (path: String) in ProtectionError.ioFailure(path: path, operation: "read key file (malformed)", errno: EIO) }
+        #expect(listing.unreadable.sorted { $0.path < $1.path } == [
+            WipeLeftover(path: malformed, owner: nil, error: corrupt(malformed)),
+            WipeLeftover(path: misnamed, owner: nil, error: corrupt(misnamed)),
+        ])
+    }
+
+    @Test("a key file of zeros only, what a destruction cut short between its overwrite and its unlink leaves, holds no key and is passed over")
+    func zeroFilledKeyFileIsPassedOver() throws {
+        let f = try Fixture()
+        _ = try f.keys.currentKey(for: alice)
+        writeRaw([UInt8](repeating: 0, count: 300), to: f.keys.directory + "/" + String(repeating: "c", count: 64) + ".key")
+        #expect(try f.keys.identitiesWithKeys() == KeyListing(identities: [alice]))
     }
 
     @Test("a store that cannot list says so with nil")

@@ -21,11 +21,13 @@ struct WipeJournalTests {
         try journal.end(wider, completed: false, accounts: [alice], roots: ["/r1", "/r2"])
         let later = try begin([alice], ["/r1"])
         try journal.end(later, completed: false, accounts: [alice], roots: ["/r1"])
-        #expect(try journal.pending().map(\.id) == [failed, running, completing, wider, later].map(\.id))
-        #expect(try journal.pending().map(journal.isRunning) == [false, true, true, false, false])
+        // Each wipe that failed took the place of the older failed ones it covers whole: the wider one took the
+        // first one's (alice over /r1); the later one covers neither the wider one (a root more) nor the running ones.
+        #expect(try journal.pending().map(\.id) == [running, completing, wider, later].map(\.id))
+        #expect(try journal.pending().map(journal.isRunning) == [true, true, false, false])
 
-        // The failed wipe is older, over the same roots and not running: done. The running one may still be
-        // waiting for writes in its own manager, the wider one has a root not walked, the later one began after.
+        // The running one may still be waiting for writes in its own manager, the wider one has a root not
+        // walked, the later one began after: the completing wipe takes out its own entry only.
         try journal.end(completing, completed: true, accounts: [alice, bob], roots: ["/r1"])
         #expect(try journal.pending().map(\.id) == [running, wider, later].map(\.id))
 

@@ -115,7 +115,7 @@ extension PolicyManager {
                 // The search goes on past what it cannot read, and reports it: the owners it did find are wiped,
                 // and the report says the tenant's data may not all be gone.
                 let found = files?.ownersUnderRootsReporting(includingDirectories: true) ?? (owners: [], unreadable: [])
-                let keyed = files?.identitiesWithKeysReporting() ?? (identities: [], unreadable: [])
+                let keyed = files?.identitiesWithKeysReporting() ?? KeyListing(identities: [])
                 accounts.formUnion(writing.union(found.owners).union(keyed.identities).filter {
                     !$0.isUnmanaged && self.tenant(for: $0) == tenant
                 })

@@ -60,7 +60,10 @@ enum EnvelopeFormat {
     }
 
     /// Encodes the owner field (2-byte big-endian length, then UTF-8).
+    /// - Throws: ``ProtectionError/invalidIdentity(reason:)`` (104) for an owner ``decodeOwner(_:)`` would not
+    ///   read back (``requireRecordable(_:)``), or one too long for the field.
     static func appendOwner(_ owner: Identity, to output: inout [UInt8]) throws(ProtectionError) {
+        try requireRecordable(owner)
         let utf8 = owner.name.utf8
         let count = utf8.count
         guard count <= maximumOwnerLength else {
@@ -84,6 +87,17 @@ enum EnvelopeFormat {
 
     static func appendUInt64(_ value: UInt64, to output: inout [UInt8]) {
         for shift in stride(from: 56, through: 0, by: -8) { output.append(UInt8(truncatingIfNeeded: value >> UInt64(shift))) }
+    }
+
+    /// Refuses to record `owner` when its name is no valid identity (a control or invisible character, say):
+    /// every reader of an owner (``decodeOwner(_:)``, the owner index) validates it, so data recorded for such
+    /// an owner would be nobody's to read, and no wipe would find it. Names made with `Identity(_:)` from any
+    /// string reach here.
+    /// - Throws: ``ProtectionError/invalidIdentity(reason:)`` (104).
+    static func requireRecordable(_ owner: Identity) throws(ProtectionError) {
+        if let problem = Identity.problem(in: owner.name) {
+            throw .invalidIdentity(reason: "\(owner.debugDescription) cannot own data: \(problem)")
+        }
     }
 
     /// Decodes an owner field's bytes: valid UTF-8 and a valid identity, or ``ProtectionError/invalidIdentity(reason:)`` (104).

@@ -28,7 +28,10 @@ struct FileOwnerStore: Sendable {
 
     /// Records `record` on the open file `fd` (no owner: removes the owner and the isolation marker). Works on
     /// a temporary file before it is renamed into place: the attributes and the inode move with it.
+    /// - Throws: ``ProtectionError/invalidIdentity(reason:)`` (104) for an owner no reader would read back
+    ///   (`EnvelopeFormat.requireRecordable(_:)`), with nothing recorded.
     func setOwner(_ record: RecordedOwner, fd: Int32, path: String) throws(ProtectionError) {
+        if let owner = record.owner { try EnvelopeFormat.requireRecordable(owner) }
         let info = try POSIX.fstatFD(fd, path: path)
         if storage == .automatic {
             if let owner = record.owner {

@@ -288,13 +288,14 @@ extension ProtectedRoots {
         return (found, unreadable)
     }
 
-    /// The identities the key store holds keys of (none when it cannot list them), and the failure to list
-    /// them, as a leftover at the store's first key directory (no path for a store without one).
-    package func identitiesWithKeysReporting() -> (identities: Set<Identity>, unreadable: [WipeLeftover]) {
+    /// The identities the key store holds keys of (none when it cannot list them) and what it could not read;
+    /// a failure to list at all is a leftover at the store's first key directory (no path for a store without
+    /// one).
+    package func identitiesWithKeysReporting() -> KeyListing {
         do throws(ProtectionError) {
-            return (try keyStore.identitiesWithKeys() ?? [], [])
+            return try keyStore.identitiesWithKeys() ?? KeyListing(identities: [])
         } catch {
-            return ([], [WipeLeftover(path: keyStore.keyDirectories.first ?? "", owner: nil, error: error)])
+            return KeyListing(identities: [], unreadable: [WipeLeftover(path: keyStore.keyDirectories.first ?? "", owner: nil, error: error)])
         }
     }
 
@@ -359,6 +360,7 @@ extension ProtectedRoots {
     /// running meanwhile (another manager's on this state directory) are theirs to finish; an entry another
     /// wipe finished meanwhile is skipped.
     func finishInterruptedRemovals() throws(ProtectionError) {
+        try journal.removeAbandonedLocks()
         for entry in try journal.pending() where !journal.isRunning(entry) {
             let outcome = try wipeAsPolicy(ownedByAnyOf: Set(entry.accounts.map { Identity($0) }), finishing: entry)
             if let error = outcome.error { throw error }

@@ -24,7 +24,8 @@ import IdentityRuntime
 /// begun. It leaves the entries of wipes still running (which may still be waiting for creations in flight in
 /// their own manager), of wipes that began after it, and over roots it did not walk. A start finishes each
 /// entry nobody runs, and its wipe takes that entry's place in the journal, so a start that fails again does not
-/// add one.
+/// add one; a wipe that fails takes the place of the older failed ones it covers whole. A start also removes the
+/// lock files no entry names and nobody holds (a process killed between making one and journaling its wipe).
 ///
 /// The first format, `{"format": 1, "accounts": […]}`, is read as one entry with no roots (any wipe of its
 /// accounts completes it). A document that is neither, or that the writer cannot have written, is refused:
@@ -69,10 +70,39 @@ struct WipeJournal: Sendable {
 
     /// Whether the wipe of `entry` is running now, in this process or another.
     func isRunning(_ entry: Entry) -> Bool {
-        guard let fd = try? POSIX.openFile(lockPath(entry.id), O_RDONLY | O_CLOEXEC) else { return false }
+        isHeld(lockPath(entry.id))
+    }
+
+    /// Whether a running wipe holds the lock file at `path`. The probe takes a *shared* lock, which only the
+    /// running wipe's exclusive one refuses: two managers probing at once never take each other's probe for a
+    /// running wipe. Anything at the path but a regular file (planted: the state directory is private) is held by
+    /// nobody; it is opened without blocking and without following a link, so a FIFO there cannot hang a start.
+    private func isHeld(_ path: String) -> Bool {
+        guard let fd = try? POSIX.openFile(path, O_RDONLY | O_NONBLOCK | O_NOFOLLOW | O_CLOEXEC) else { return false }
         defer { POSIX.closeFile(fd) }
+        guard let info = try? POSIX.fstatFD(fd, path: path), POSIX.isRegular(info) else { return false }
         // Taken: nobody holds it. (Closing the descriptor releases it again.)
-        return flock(fd, LOCK_EX | LOCK_NB) != 0 && errno == EWOULDBLOCK
+        return flock(fd, LOCK_SH | LOCK_NB) != 0 && errno == EWOULDBLOCK
+    }
+
+    /// Removes the lock files that no entry names and nobody holds, last changed at least `minimumAge` seconds
+    /// ago: what a process killed between making its lock file and journaling its wipe leaves (the age covers a
+    /// wipe between those two steps, whose lock file is not locked yet for an instant).
+    func removeAbandonedLocks(olderThan minimumAge: Double = 60) throws(ProtectionError) {
+        let directory = Paths.parent(path)
+        try lock.withLock { (_: inout Void) throws(ProtectionError) in
+            try StateFileLock.withLock(of: path) { () throws(ProtectionError) in
+                let named = Set(try read().map { "wipe-\($0.id).lock" })
+                let now = Double(time(nil))
+                for name in try POSIX.directoryEntries(directory) where name.hasPrefix("wipe-") && name.hasSuffix(".lock") && !named.contains(name) {
+                    let candidate = Paths.join(directory, name)
+                    guard let info = try POSIX.lstatPath(candidate), POSIX.isRegular(info),
+                          now - Double(info.st_mtim.tv_sec) >= minimumAge, !isHeld(candidate)
+                    else { continue }
+                    do throws(ProtectionError) { try POSIX.unlinkPath(candidate) } catch .fileNotFound {}
+                }
+            }
+        }
     }
 
     /// Records the start of a wipe of `accounts` over `roots` (real paths), in place of the entry `replaced`
@@ -108,13 +138,11 @@ struct WipeJournal: Sendable {
     }
 
     /// Ends the wipe `running`. When it `completed` (nothing of `accounts` remained under `roots`), takes out
-    /// its entry and `accounts` from every older entry that is not running and whose roots are among `roots`;
-    /// otherwise its entry stays, for the next wipe or start to finish.
+    /// its entry and `accounts` from every older entry that is not running and whose roots are among `roots`.
+    /// Otherwise its entry stays, for the next wipe or start to finish, and takes the place of the older entries
+    /// not running that it covers whole (their accounts and roots are among its own), so wipes that keep
+    /// failing leave one entry, not one each.
     func end(_ running: Running, completed: Bool, accounts: Set<Identity>, roots: [String]) throws(ProtectionError) {
-        guard completed else {
-            release(running, removingLock: false)
-            return
-        }
         let walked = Set(roots)
         let removed: [String]
         do throws(ProtectionError) {
@@ -122,9 +150,13 @@ struct WipeJournal: Sendable {
                 guard let own = wipes.firstIndex(where: { $0.id == running.id }) else { return [] }
                 for index in wipes.indices where index < own {
                     guard Set(wipes[index].roots).isSubset(of: walked), !isRunning(wipes[index]) else { continue }
-                    wipes[index].accounts.removeAll { accounts.contains(Identity($0)) }
+                    if completed {
+                        wipes[index].accounts.removeAll { accounts.contains(Identity($0)) }
+                    } else if wipes[index].accounts.allSatisfy({ accounts.contains(Identity($0)) }) {
+                        wipes[index].accounts = []
+                    }
                 }
-                wipes[own].accounts = []
+                if completed { wipes[own].accounts = [] }
                 let removed = wipes.filter(\.accounts.isEmpty).map(\.id)
                 wipes.removeAll { $0.accounts.isEmpty }
                 return removed
@@ -133,7 +165,7 @@ struct WipeJournal: Sendable {
             release(running, removingLock: false)
             throw error
         }
-        release(running, removingLock: true)
+        release(running, removingLock: completed)
         // The lock files of the entries taken out; nobody holds them (a wipe's own is gone above).
         for id in removed where id != running.id {
             try? POSIX.unlinkPath(lockPath(id))

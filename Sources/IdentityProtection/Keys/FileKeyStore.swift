@@ -76,22 +76,29 @@ public final class FileKeyStore: KeyStore {
     public var keyDirectories: [String] { [directory] }
 
     /// The identity of every key file in ``directory``, read from the files (not from the cache, so that keys
-    /// another instance or process made are listed too).
-    /// - Throws: ``ProtectionError/ioFailure(path:operation:errno:)`` (106) when the directory cannot be
-    ///   listed, or a key file cannot be read, does not parse, or is not named after the identity it holds
-    ///   (``destroyKeys(for:)`` of that identity would not reach it).
-    public func identitiesWithKeys() throws(ProtectionError) -> Set<Identity>? {
-        var identities = Set<Identity>()
+    /// another instance or process made are listed too). A key file that does not parse, or that is not named
+    /// after the identity it holds (``destroyKeys(for:)`` of that identity would not reach it), is listed as
+    /// unreadable, with ``ProtectionError/ioFailure(path:operation:errno:)`` (106); one of zeros only is what a
+    /// ``destroyKeys(for:)`` cut short leaves (it overwrites before it unlinks), and holds no key: it is passed
+    /// over.
+    /// - Throws: ``ProtectionError/ioFailure(path:operation:errno:)`` (106) when the directory cannot be listed.
+    public func identitiesWithKeys() throws(ProtectionError) -> KeyListing? {
+        var listing = KeyListing(identities: [])
         for name in try POSIX.directoryEntries(directory) where Self.isKeyFileName(name) {
-            // Gone since the directory was read (destroyed): no keys.
-            guard let ring = try load(name) else { continue }
-            let identity = Identity(ring.identity)
-            guard !identity.isUnmanaged, try fileName(for: identity) == name else {
-                throw corrupt(Paths.join(directory, name))
+            let path = Paths.join(directory, name)
+            do throws(ProtectionError) {
+                // Gone since the directory was read (destroyed): no keys.
+                guard let bytes = try readKeyFile(name) else { continue }
+                if !bytes.isEmpty, bytes.allSatisfy({ $0 == 0 }) { continue }
+                let ring = try decodeRing(bytes, path: path)
+                let identity = Identity(ring.identity)
+                guard !identity.isUnmanaged, try fileName(for: identity) == name else { throw corrupt(path) }
+                listing.identities.insert(identity)
+            } catch {
+                listing.unreadable.append(WipeLeftover(path: path, owner: nil, error: error))
             }
-            identities.insert(identity)
         }
-        return identities
+        return listing
     }
 
     /// Whether `name` is a key file's: 64 lowercase hex digits and `.key` (a temporary file of an atomic
@@ -248,6 +255,12 @@ public final class FileKeyStore: KeyStore {
     }
 
     private func load(_ file: String) throws(ProtectionError) -> KeyRing? {
+        guard let bytes = try readKeyFile(file) else { return nil }
+        return try decodeRing(bytes, path: Paths.join(directory, file))
+    }
+
+    /// The bytes of the key file `file`, or `nil` when there is none.
+    private func readKeyFile(_ file: String) throws(ProtectionError) -> [UInt8]? {
         let path = Paths.join(directory, file)
         let fd: Int32
         do throws(ProtectionError) {
@@ -256,7 +269,10 @@ public final class FileKeyStore: KeyStore {
             return nil
         }
         defer { POSIX.closeFile(fd) }
-        let bytes = try POSIX.readToEnd(fd, path: path)
+        return try POSIX.readToEnd(fd, path: path)
+    }
+
+    private func decodeRing(_ bytes: [UInt8], path: String) throws(ProtectionError) -> KeyRing {
         // The decoder's error becomes the typed corruption error: a key ring that does not decode refuses.
         guard let ring = try? JSONDecoder().decode(KeyRing.self, from: Data(bytes)), ring.format == 1 else {
             throw corrupt(path)

@@ -53,14 +53,14 @@ public protocol KeyStore: Sendable {
     /// file APIs. Read once, when the manager is made. A store that wraps another returns the inner store's.
     var keyDirectories: [String] { get }
 
-    /// Every identity the store holds a key of, or `nil` when the store cannot list them (the default
-    /// implementation). A wipe of a tenant (`PolicyManager.wipeData(forTenant:)`) asks its file manager's store,
-    /// so that an account of the tenant the manager does not know, which owns nothing under the roots but has
-    /// keys (envelopes of ``DataProtectionManager``, files elsewhere), is found and its keys destroyed. A store
-    /// that wraps another returns the inner store's.
-    /// - Throws: the first failure to read what the store holds: the tenant's wipe reports it and is not
-    ///   complete.
-    func identitiesWithKeys() throws(ProtectionError) -> Set<Identity>?
+    /// Every identity the store holds a key of, and what it could not read, or `nil` when the store cannot
+    /// list them (the default implementation). A wipe of a tenant (`PolicyManager.wipeData(forTenant:)`) asks
+    /// its file manager's store, so that an account of the tenant the manager does not know, which owns nothing
+    /// under the roots but has keys (envelopes of ``DataProtectionManager``, files elsewhere), is found and its
+    /// keys destroyed; what the store could not read makes the tenant's wipe incomplete. A store that wraps
+    /// another returns the inner store's.
+    /// - Throws: when the store cannot list at all: the tenant's wipe reports it and is not complete.
+    func identitiesWithKeys() throws(ProtectionError) -> KeyListing?
 
     /// ``currentKey(for:)``, answered by `deadline` (a store that waits on nothing may ignore it).
     func currentKey(for identity: Identity, deadline: ContinuousClock.Instant) async throws(ProtectionError) -> ProtectionKey
@@ -82,7 +82,7 @@ extension KeyStore {
     public var keyDirectories: [String] { [] }
 
     /// `nil`: the store cannot list the identities it holds keys of.
-    public func identitiesWithKeys() throws(ProtectionError) -> Set<Identity>? { nil }
+    public func identitiesWithKeys() throws(ProtectionError) -> KeyListing? { nil }
 
     public func currentKey(for identity: Identity, deadline: ContinuousClock.Instant) async throws(ProtectionError) -> ProtectionKey {
         try currentKey(for: identity)
@@ -99,5 +99,20 @@ extension KeyStore {
 
     public func destroyKeys(for identity: Identity, deadline: ContinuousClock.Instant) async throws(ProtectionError) {
         try destroyKeys(for: identity)
+    }
+}
+
+/// What ``KeyStore/identitiesWithKeys()`` found.
+public struct KeyListing: Sendable, Equatable {
+    /// Every identity the store holds a key of, among the keys it could read.
+    public var identities: Set<Identity>
+    /// What the store could not read (for a ``FileKeyStore``, a key file that does not parse or is not named
+    /// after the identity it holds), with the reason: whose keys it holds is unknown.
+    public var unreadable: [WipeLeftover]
+
+    /// A listing of `identities`, with `unreadable` entries.
+    public init(identities: Set<Identity>, unreadable: [WipeLeftover] = []) {
+        self.identities = identities
+        self.unreadable = unreadable
     }
 }

@@ -75,7 +75,7 @@ public final class MeteredKeyStore<Base: KeyStore>: KeyStore {
     public var keyDirectories: [String] { base.keyDirectories }
 
     /// The base store's, not metered: a tenant's wipe through the metered store finds the accounts it holds keys of.
-    public func identitiesWithKeys() throws(ProtectionError) -> Set<Identity>? {
+    public func identitiesWithKeys() throws(ProtectionError) -> KeyListing? {
         try base.identitiesWithKeys()
     }
 

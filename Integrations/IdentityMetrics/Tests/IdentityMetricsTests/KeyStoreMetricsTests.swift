@@ -32,7 +32,7 @@ final class RecordingKeyStore: KeyStore {
         try note("rotateKey"); return try base.rotateKey(for: identity)
     }
 
-    func identitiesWithKeys() throws(ProtectionError) -> Set<Identity>? {
+    func identitiesWithKeys() throws(ProtectionError) -> KeyListing? {
         try note("identitiesWithKeys")
         return try base.identitiesWithKeys()
     }
@@ -81,7 +81,7 @@ struct KeyStoreMetricsTests {
         let again = try await store.currentKey(for: bob, deadline: later)
         #expect(try await store.key(withID: again.id, for: bob, deadline: later).id == again.id)
         _ = try await store.rotateKey(for: bob, deadline: later)
-        #expect(try store.identitiesWithKeys() == [bob])
+        #expect(try store.identitiesWithKeys() == KeyListing(identities: [bob]))
         try await store.destroyKeys(for: bob, deadline: later)
         #expect(rotated.id != current.id)
         #expect(inner.calls.withLock { $0 } == [
