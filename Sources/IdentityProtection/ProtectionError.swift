@@ -16,7 +16,7 @@ import Darwin
 /// | 101 | ``unsupportedVersion(_:)`` | a well-formed magic with a format version this build cannot read |
 /// | 102 | ``authenticationFailed`` | AES-GCM tag check failed: tampered header or body, wrong key, reordered or dropped chunk |
 /// | 103 | ``keyNotFound(identity:keyID:)`` | the owner has no key with that id (never had it, or it was destroyed by a wipe) |
-/// | 104 | ``invalidIdentity(reason:)`` | an owner field that is not valid UTF-8, too long or not a valid identity; an identity that cannot own encrypted data |
+/// | 104 | ``invalidIdentity(reason:)`` | an owner field that is not valid UTF-8, too long or not a valid identity; an owner whose name `Identity(validating:)` rejects, for new data (nothing is made for it, no key either); an identity that cannot own encrypted data |
 /// | 105 | ``fileNotFound(path:)`` | no such file, or the path names something other than a regular file (a directory, a socket), or a `URL` that is not a file URL (`path` is its `absoluteString`) |
 /// | 106 | ``ioFailure(path:operation:errno:)`` | the operating system refused or failed: permission denied, read-only, no space, I/O error |
 /// | 107 | ``cryptoBackendFailure(_:)`` | the crypto library failed (random generator, cipher setup); not caused by the input |

@@ -30,8 +30,9 @@ public struct TenantWipeReport: Sendable {
     /// One report per account of the tenant, sorted by account.
     public var accounts: [WipeReport]
     /// What the search for the tenant's accounts could not look into (a directory under the roots it could not
-    /// read, a file whose owner it could not read): owners there may be accounts of the tenant that the wipe
-    /// did not reach. The search goes on past each. An entry with an empty path: the search did not settle
+    /// read, a file whose owner it could not read, a key file it could not read, or a key store that could not
+    /// list at all: its first key directory, or `<key store>`): owners there may be accounts of the tenant that
+    /// the wipe did not reach. The search goes on past each. An entry with an empty path: the search did not settle
     /// (accounts kept joining the tenant during the wipe, see ``PolicyManager/wipeData(forTenant:)``).
     public var leftovers: [WipeLeftover] = []
     /// The first of ``leftovers``' errors (`nil` when the search read everything).
@@ -72,7 +73,8 @@ extension PolicyManager {
     /// Wipes every account of `tenant` as ``wipeData(forAccount:)`` does: the accounts the manager knows in that
     /// tenant (``tenant(for:)``), every other owner of files or directories under the roots whose tenant it is,
     /// every account of the tenant with a file being written when the wipe starts (the wipe waits for it), and
-    /// every account of the tenant the file manager's key store holds keys of (`KeyStore.identitiesWithKeys()`).
+    /// every account of the tenant the file manager's key store, or ``keyStore``, holds keys of
+    /// (`KeyStore.identitiesWithKeys()`).
     /// The search runs again once those are wiped, until it finds no account of the tenant it has not wiped (an
     /// account registered into the tenant meanwhile, with files from before): the last search found nothing.
     ///
@@ -115,7 +117,7 @@ extension PolicyManager {
                 // The search goes on past what it cannot read, and reports it: the owners it did find are wiped,
                 // and the report says the tenant's data may not all be gone.
                 let found = files?.ownersUnderRootsReporting(includingDirectories: true) ?? (owners: [], unreadable: [])
-                let keyed = files?.identitiesWithKeysReporting() ?? KeyListing(identities: [])
+                let keyed = self.identitiesWithKeys(files: files)
                 accounts.formUnion(writing.union(found.owners).union(keyed.identities).filter {
                     !$0.isUnmanaged && self.tenant(for: $0) == tenant
                 })
@@ -144,6 +146,20 @@ extension PolicyManager {
             observer.didWipe(reports, tenant: tenant, unreadable: unreadable, duration: .now - start)
         }
         return TenantWipeReport(tenant: tenant, accounts: reports, leftovers: unreadable)
+    }
+
+    /// The identities the wipe's key stores hold keys of: the file manager's and ``keyStore``, whose keys a
+    /// wipe destroys too; what they could not read, once per path.
+    private func identitiesWithKeys(files: ProtectedRoots?) -> KeyListing {
+        var listing = files?.identitiesWithKeysReporting() ?? KeyListing(identities: [])
+        if let store = state.withLock({ $0.keyStore }) {
+            let more = store.listingReportingFailure()
+            listing.identities.formUnion(more.identities)
+            for leftover in more.unreadable where !listing.unreadable.contains(where: { $0.path == leftover.path }) {
+                listing.unreadable.append(leftover)
+            }
+        }
+        return listing
     }
 
     /// How many searches a wipe of a tenant makes at most (see ``wipeData(forTenant:)``).

@@ -18,7 +18,7 @@ extension DataProtectionManager {
     ///   - owner: the owner; `nil` means the caller's `IdentityContext.effectiveFileIdentity` at this call,
     ///     and if that is `nil` too, `Identity.unmanaged`.
     ///   - chunkSize: plaintext bytes per record, 1 byte ... 16 MiB.
-    /// - Throws: at the call, the policy's refusal to create data for the owner, ``ProtectionError/invalidIdentity(reason:)`` (104) an owner too long, ``ProtectionError/invalidEnvelope(reason:)`` (100) a
+    /// - Throws: at the call, the policy's refusal to create data for the owner, ``ProtectionError/invalidIdentity(reason:)`` (104) an owner whose name `Identity(validating:)` rejects, with no key made, ``ProtectionError/invalidEnvelope(reason:)`` (100) a
     ///   chunk size out of range, ``ProtectionError/keyNotFound(identity:keyID:)`` (103) or ``ProtectionError/cryptoBackendFailure(_:)`` (107) key or crypto failures. While iterating: what `source` throws, ``ProtectionError/cryptoBackendFailure(_:)`` (107).
     public func protect<Source: AsyncSequence>(
         _ source: Source, owner: Identity? = nil, chunkSize: Int = 64 * 1024

@@ -54,7 +54,7 @@ public final class DataProtectionManager: Sendable {
     ///   - owner: the owner; `nil` means the calling thread's or task's
     ///     `IdentityContext.effectiveFileIdentity`, and if that is `nil` too, `Identity.unmanaged`.
     /// - Returns: an envelope with the body encrypted when the owner is managed, in the clear otherwise.
-    /// - Throws: ``ProtectionError/invalidIdentity(reason:)`` (104) for an owner longer than 1,024 bytes of UTF-8, ``ProtectionError/keyNotFound(identity:keyID:)`` (103), ``ProtectionError/ioFailure(path:operation:errno:)`` (106) or ``ProtectionError/cryptoBackendFailure(_:)`` (107) from the key store or crypto.
+    /// - Throws: ``ProtectionError/invalidIdentity(reason:)`` (104) for an owner whose name `Identity(validating:)` rejects (longer than 1,024 bytes of UTF-8, a control or invisible character), with no key made, ``ProtectionError/keyNotFound(identity:keyID:)`` (103), ``ProtectionError/ioFailure(path:operation:errno:)`` (106) or ``ProtectionError/cryptoBackendFailure(_:)`` (107) from the key store or crypto.
     public func protect(_ data: Data, owner: Identity? = nil) throws(ProtectionError) -> Data {
         let owner = owner ?? IdentityContext.effectiveFileIdentity ?? .unmanaged
         return try withRawBytes(of: data) { (raw: UnsafeRawBufferPointer) throws(ProtectionError) -> Data in

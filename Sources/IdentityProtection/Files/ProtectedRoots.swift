@@ -288,15 +288,9 @@ extension ProtectedRoots {
         return (found, unreadable)
     }
 
-    /// The identities the key store holds keys of (none when it cannot list them) and what it could not read;
-    /// a failure to list at all is a leftover at the store's first key directory (no path for a store without
-    /// one).
+    /// The identities the key store holds keys of (see `KeyStore.listingReportingFailure()`).
     package func identitiesWithKeysReporting() -> KeyListing {
-        do throws(ProtectionError) {
-            return try keyStore.identitiesWithKeys() ?? KeyListing(identities: [])
-        } catch {
-            return KeyListing(identities: [], unreadable: [WipeLeftover(path: keyStore.keyDirectories.first ?? "", owner: nil, error: error)])
-        }
+        keyStore.listingReportingFailure()
     }
 
     /// Deletes the temporary files (`.NAME.idp-RANDOM.tmp`) that atomic writes of a killed process left under

@@ -75,14 +75,26 @@ struct WipeJournal: Sendable {
 
     /// Whether a running wipe holds the lock file at `path`. The probe takes a *shared* lock, which only the
     /// running wipe's exclusive one refuses: two managers probing at once never take each other's probe for a
-    /// running wipe. Anything at the path but a regular file (planted: the state directory is private) is held by
-    /// nobody; it is opened without blocking and without following a link, so a FIFO there cannot hang a start.
+    /// running wipe. No file there, or anything but a regular file (planted: the state directory is private), is
+    /// held by nobody; it is opened without blocking and without following a link, so a FIFO there cannot hang a
+    /// start. A probe that fails otherwise (no descriptor left, no lock to be had) answers that the wipe runs:
+    /// its entry is then left as it is.
     private func isHeld(_ path: String) -> Bool {
-        guard let fd = try? POSIX.openFile(path, O_RDONLY | O_NONBLOCK | O_NOFOLLOW | O_CLOEXEC) else { return false }
+        let fd: Int32
+        do throws(ProtectionError) {
+            fd = try POSIX.openFile(path, O_RDONLY | O_NONBLOCK | O_NOFOLLOW | O_CLOEXEC)
+        } catch .fileNotFound {
+            return false
+        } catch {
+            // A link or a FIFO in its place (O_NOFOLLOW: ELOOP; a FIFO opens) is planted, and held by nobody.
+            if case .ioFailure(_, _, ELOOP) = error { return false }
+            return true
+        }
         defer { POSIX.closeFile(fd) }
-        guard let info = try? POSIX.fstatFD(fd, path: path), POSIX.isRegular(info) else { return false }
+        guard let info = try? POSIX.fstatFD(fd, path: path) else { return true }
+        guard POSIX.isRegular(info) else { return false }
         // Taken: nobody holds it. (Closing the descriptor releases it again.)
-        return flock(fd, LOCK_SH | LOCK_NB) != 0 && errno == EWOULDBLOCK
+        return flock(fd, LOCK_SH | LOCK_NB) != 0
     }
 
     /// Removes the lock files that no entry names and nobody holds, last changed at least `minimumAge` seconds

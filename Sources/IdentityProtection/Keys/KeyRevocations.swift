@@ -198,9 +198,12 @@ extension KeyStore {
     /// stream, an encryption in place, a new handle) takes its key here, so that a destroyed key a wrapping
     /// store still caches never seals data nobody could read again; the caller asks before anything changes,
     /// and a refusal leaves the file or the data as it was.
-    /// - Throws: ``ProtectionError/keyNotFound(identity:keyID:)`` (103) the key was destroyed; what
-    ///   ``currentKey(for:)`` throws.
+    /// - Throws: ``ProtectionError/invalidIdentity(reason:)`` (104) an owner no data may name
+    ///   (`EnvelopeFormat.requireRecordable(_:)`), with no key made; ``ProtectionError/keyNotFound(identity:keyID:)``
+    ///   (103) the key was destroyed; what ``currentKey(for:)`` throws.
     package func keyForNewData(of owner: Identity) throws(ProtectionError) -> ProtectionKey {
+        // Before the store is asked: it would make and keep a first key for an owner no data may name.
+        try EnvelopeFormat.requireRecordable(owner)
         let key = try currentKey(for: owner)
         try KeyRevocations.shared.refuseIfDestroyed(key, of: owner)
         return key

@@ -116,3 +116,16 @@ public struct KeyListing: Sendable, Equatable {
         self.unreadable = unreadable
     }
 }
+
+extension KeyStore {
+    /// ``identitiesWithKeys()`` with a failure to list at all reported as an unreadable entry, at the store's
+    /// first key directory (`<key store>` for a store without one); an empty listing when the store cannot
+    /// list.
+    package func listingReportingFailure() -> KeyListing {
+        do throws(ProtectionError) {
+            return try identitiesWithKeys() ?? KeyListing(identities: [])
+        } catch {
+            return KeyListing(identities: [], unreadable: [WipeLeftover(path: keyDirectories.first ?? "<key store>", owner: nil, error: error)])
+        }
+    }
+}
