@@ -70,30 +70,17 @@ struct TenantWipeKeyStoreTests {
         #expect(manager.blockReason(for: "new@contoso.com") == .notBlocked)
     }
 
-    @Test("a PolicyManager with a keyStore and no file manager: a tenant's keys-only account is found and its keys destroyed")
-    func managerKeyStoreOnly() async throws {
+    @Test("the manager's own keyStore, with no file manager or beside one with another store: a tenant's keys-only account there is found and its keys destroyed", arguments: [false, true])
+    func managerKeyStore(besideFileManager: Bool) async throws {
         let directory = try TemporaryDirectory()
         let manager = PolicyManager(policySource: policySource())
-        let keys = try FileKeyStore(atPath: directory.file("keys"))
-        manager.keyStore = keys
-        let data = DataProtectionManager(keyStore: keys, policy: manager)
-        let envelope = try data.protect(Data("only keys".utf8), owner: keysOnly)
-        let report = await manager.wipeData(forTenant: "contoso.com")
-        let keysGone = (try? IdentityContext.withThreadIdentity(keysOnly) { try data.unprotect(envelope) }) == nil
-        #expect(keysGone, "\(keysOnly)'s keys in manager.keyStore survive")
-        #expect(report.isComplete)
-        #expect(report.accounts.map(\.account) == [keysOnly])
-    }
-
-    @Test("a PolicyManager whose keyStore is another store than the file manager's: keys-only accounts in it are found and their keys destroyed")
-    func managerKeyStoreBesideFiles() async throws {
-        let directory = try TemporaryDirectory()
-        let root = directory.file("root")
-        try FileManager.default.createDirectory(atPath: root, withIntermediateDirectories: true)
-        let manager = PolicyManager(policySource: policySource())
-        let fileKeys = try FileKeyStore(atPath: directory.file("file-keys"))
         let dataKeys = try FileKeyStore(atPath: directory.file("data-keys"))
-        manager.fileProtection = try FileProtectionManager(roots: [root], keyStore: fileKeys, policy: manager, stateDirectory: directory.file("state"))
+        if besideFileManager {
+            let root = directory.file("root")
+            try FileManager.default.createDirectory(atPath: root, withIntermediateDirectories: true)
+            let fileKeys = try FileKeyStore(atPath: directory.file("file-keys"))
+            manager.fileProtection = try FileProtectionManager(roots: [root], keyStore: fileKeys, policy: manager, stateDirectory: directory.file("state"))
+        }
         manager.keyStore = dataKeys
         let data = DataProtectionManager(keyStore: dataKeys, policy: manager)
         let envelope = try data.protect(Data("only keys".utf8), owner: keysOnly)

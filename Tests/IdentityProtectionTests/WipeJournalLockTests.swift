@@ -4,14 +4,6 @@ import Foundation
 import IdentityRuntime
 import Testing
 
-private func exists(_ path: String) -> Bool { FileManager.default.fileExists(atPath: path) }
-
-private func put(_ manager: FileProtectionManager, _ path: String, as identity: Identity) throws {
-    try IdentityContext.withThreadIdentity(identity) { () throws(ProtectionError) in
-        try manager.writeFile(atPath: path, contents: Data("data of \(identity.name)".utf8))
-    }
-}
-
 private func wipe(_ manager: FileProtectionManager, _ identity: Identity) throws -> [String] {
     try IdentityContext.withThreadIdentity(identity) { () throws(ProtectionError) in try manager.removeFiles(ownedBy: identity) }
 }
@@ -34,24 +26,6 @@ private func openDescriptors(under directory: String) -> Int {
     }.count
 }
 
-/// Waits (up to 10 s) until `condition` holds.
-private func eventually(_ condition: () throws -> Bool) rethrows -> Bool {
-    for _ in 0..<1000 {
-        if try condition() { return true }
-        usleep(10_000)
-    }
-    return false
-}
-
-private func onThread(_ body: @escaping @Sendable () -> Void) -> DispatchSemaphore {
-    let done = DispatchSemaphore(value: 0)
-    Thread {
-        body()
-        done.signal()
-    }.start()
-    return done
-}
-
 /// A crash of a wipe of `accounts` before it deleted anything: its entry stays, nobody runs it.
 private func crashedEntry(_ f: Fixture, _ accounts: Set<Identity>) throws -> WipeJournal.Running {
     let journal = f.files.storage.journal
@@ -67,7 +41,7 @@ struct WipeJournalLockTests {
     func probeOfAnEndedWipeDoesNotHideIt() throws {
         let f = try Fixture()
         let state = f.files.storage.stateDirectory
-        try put(f.files, f.path("a.txt"), as: alice)
+        try write(f.files, f.path("a.txt"), as: alice)
         let cut = try crashedEntry(f, [alice])
         // What another manager's probe holds for an instant (its `end`, or its own start).
         let probe = open(state + "/wipe-\(cut.id).lock", O_RDONLY | O_CLOEXEC)
@@ -85,7 +59,7 @@ struct WipeJournalLockTests {
         let rounds = 150
         var skipped = 0
         for round in 0..<rounds {
-            try put(f.files, f.path("a\(round).txt"), as: alice)
+            try write(f.files, f.path("a\(round).txt"), as: alice)
             let cut = try crashedEntry(f, [alice])
             let entry = try #require(try f.files.storage.journal.pending().first { $0.id == cut.id })
             let other = WipeJournal(path: f.files.storage.journal.path)   // another manager's journal
@@ -111,7 +85,7 @@ struct WipeJournalLockTests {
     func fifoInPlaceOfALockFile() throws {
         let f = try Fixture()
         let state = f.files.storage.stateDirectory
-        try put(f.files, f.path("a.txt"), as: alice)
+        try write(f.files, f.path("a.txt"), as: alice)
         let cut = try crashedEntry(f, [alice])
         let lock = state + "/wipe-\(cut.id).lock"
         unlink(lock)
@@ -135,7 +109,7 @@ struct WipeJournalLockTests {
     func failedWipesLeaveOneEntry() throws {
         let f = try Fixture()
         let state = f.files.storage.stateDirectory
-        try put(f.files, f.path("a.txt"), as: alice)
+        try write(f.files, f.path("a.txt"), as: alice)
         f.files.storage.injectFaults { op, path in
             op == "unlink" ? .ioFailure(path: path, operation: "unlink", errno: EIO) : nil
         }
@@ -159,9 +133,9 @@ struct WipeJournalLockTests {
         let before = openDescriptors(under: f.directory)
         for round in 0..<40 {
             _ = try wipe(f.files, bob)                       // nothing to wipe
-            try put(f.files, f.path("a\(round).txt"), as: alice)
+            try write(f.files, f.path("a\(round).txt"), as: alice)
             _ = try wipe(f.files, alice)                     // complete
-            try put(f.files, f.path("m\(round).txt"), as: mallory)
+            try write(f.files, f.path("m\(round).txt"), as: mallory)
             f.files.storage.injectFaults { op, _ in op == "unlink" ? .ioFailure(path: "", operation: "unlink", errno: EIO) : nil }
             #expect(throws: ProtectionError.self) { _ = try wipe(f.files, mallory) }   // failed
             f.files.storage.injectFaults(nil)
@@ -171,7 +145,7 @@ struct WipeJournalLockTests {
         let journalLock = state + "/wipes.journal.lock"
         unlink(journalLock)
         mkdir(journalLock, 0o700)
-        try put(f.files, f.path("keep.txt"), as: alice)
+        try write(f.files, f.path("keep.txt"), as: alice)
         for _ in 0..<40 {
             #expect(throws: ProtectionError.self) { _ = try wipe(f.files, alice) }
         }
@@ -186,7 +160,7 @@ struct WipeJournalLockTests {
     func malformedJournalLeavesNoLockFile() throws {
         let f = try Fixture()
         let state = f.files.storage.stateDirectory
-        try put(f.files, f.path("a.txt"), as: alice)
+        try write(f.files, f.path("a.txt"), as: alice)
         writeRaw(Array(#"{"format": 2, "wipes": [{"id": "../../etc/passwd", "accounts": ["alice@contoso.com"], "roots": ["/"]}]}"#.utf8), to: state + "/wipes.journal")
         let before = openDescriptors(under: f.directory)
         for _ in 0..<10 {
@@ -202,8 +176,8 @@ struct WipeJournalLockTests {
         let f = try Fixture()
         let state = f.files.storage.stateDirectory
         for round in 0..<15 {
-            try put(f.files, f.path("a\(round).txt"), as: alice)
-            try put(f.files, f.path("b\(round).txt"), as: bob)
+            try write(f.files, f.path("a\(round).txt"), as: alice)
+            try write(f.files, f.path("b\(round).txt"), as: bob)
             _ = try crashedEntry(f, [alice])
             let keys = f.keys, policy = f.policy, root = f.root, stateDirectory = f.directory + "/state"
             let failures = LockedValue(0)
@@ -232,8 +206,8 @@ struct WipeJournalLockTests {
         let f = try Fixture()
         let policy = StaticManagedIdentityPolicy(managed: [odd, alice], dataIsolation: false)
         let files = try FileProtectionManager(roots: [f.root], keyStore: f.keys, policy: policy, stateDirectory: f.directory + "/state2")
-        try put(files, f.path("odd.txt"), as: odd)
-        try put(files, f.path("alice.txt"), as: alice)
+        try write(files, f.path("odd.txt"), as: odd)
+        try write(files, f.path("alice.txt"), as: alice)
         let roots = realRoots(files)
         let cut = try #require(try files.storage.journal.begin([odd], roots: roots))
         try files.storage.journal.end(cut, completed: false, accounts: [odd], roots: roots)
@@ -294,7 +268,7 @@ struct RecordableOwnerTests {
         let policy = StaticManagedIdentityPolicy(managed: [odd, alice], fileEncryptionRequired: false, dataIsolation: false)
         let files = try FileProtectionManager(roots: [f.root], keyStore: f.keys, policy: policy, stateDirectory: f.directory + "/state2")
         let data = DataProtectionManager(keyStore: f.keys, policy: policy)
-        #expect(protectionError { try put(files, f.path("odd.txt"), as: odd) }?.code == 104)
+        #expect(protectionError { try write(files, f.path("odd.txt"), as: odd) }?.code == 104)
         #expect(!exists(f.path("odd.txt")))
         try FileManager.default.createDirectory(atPath: f.path("dir"), withIntermediateDirectories: true)
         #expect(protectionError { try files.protectDirectory(atPath: f.path("dir"), owner: odd) }?.code == 104)
@@ -311,7 +285,7 @@ struct RecordableOwnerTests {
         let f = try Fixture()
         let policy = StaticManagedIdentityPolicy(managed: [odd, alice], dataIsolation: false)
         let files = try FileProtectionManager(roots: [f.root], keyStore: f.keys, policy: policy, stateDirectory: f.directory + "/state2")
-        try put(files, f.path("odd.txt"), as: odd)
+        try write(files, f.path("odd.txt"), as: odd)
         #expect(try files.ownersUnderRoots() == [odd])
         let removed = try IdentityContext.withThreadIdentity(odd) { () throws(ProtectionError) in try files.removeFiles(ownedBy: odd) }
         #expect(removed == [f.path("odd.txt")])

@@ -25,33 +25,6 @@ private final class GatedCreationPolicy: ManagedIdentityPolicy {
     }
 }
 
-private func exists(_ path: String) -> Bool { FileManager.default.fileExists(atPath: path) }
-
-private func write(_ manager: FileProtectionManager, _ path: String, as identity: Identity) throws {
-    try IdentityContext.withThreadIdentity(identity) { () throws(ProtectionError) in
-        try manager.writeFile(atPath: path, contents: Data("data of \(identity.name)".utf8))
-    }
-}
-
-/// Waits (up to 10 s) until `condition` holds.
-private func eventually(_ condition: () throws -> Bool) rethrows -> Bool {
-    for _ in 0..<1000 {
-        if try condition() { return true }
-        usleep(10_000)
-    }
-    return false
-}
-
-/// Runs `body` on a new thread; the semaphore is signalled when it returns.
-private func onThread(_ body: @escaping @Sendable () -> Void) -> DispatchSemaphore {
-    let done = DispatchSemaphore(value: 0)
-    Thread {
-        body()
-        done.signal()
-    }.start()
-    return done
-}
-
 @Suite("The wipe journal under wipes of several managers at once, failed starts, links and the first format")
 struct WipeJournalRaceTests {
     @Test("a completed wipe of an account spelled in another case completes the older entry of that account")
