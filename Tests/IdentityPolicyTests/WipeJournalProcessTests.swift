@@ -5,7 +5,7 @@ import Testing
 
 @Suite("A wipe of another process: left alone while it runs, finished once the process is killed")
 struct WipeJournalProcessTests {
-    @Test("a start leaves a wipe another process is running alone; once that process is killed, the next start finishes it", .timeLimit(.minutes(2)))
+    @Test("a start leaves a wipe another process is running alone; once that process is killed, the next start finishes it", .timeLimit(.minutes(10)))
     func wipeOfAnotherProcess() throws {
         guard let harness = HarnessChild.executable else { throw HarnessChild.Missing() }
         let directory = try TemporaryDirectory()

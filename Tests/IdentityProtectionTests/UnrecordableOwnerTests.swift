@@ -146,7 +146,7 @@ private final class DestroyGatedKeyStore: KeyStore, @unchecked Sendable {
 
 @Suite("Two managers on one state directory wiping one account at once", .serialized)
 struct OverlappingWipesTests {
-    @Test("a wipe of alice by a manager with a second root, while another manager's wipe of alice (same store, same state) runs: both settle, nothing left, no entry, no lock file", .timeLimit(.minutes(1)))
+    @Test("a wipe of alice by a manager with a second root, while another manager's wipe of alice (same store, same state) runs: both settle, nothing left, no entry, no lock file", .timeLimit(.minutes(10)))
     func overlappingWipesSharedStore() throws {
         let f = try Fixture()
         let second = f.directory + "/root2"
