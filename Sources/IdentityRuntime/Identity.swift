@@ -65,17 +65,17 @@ public struct Identity: Sendable, Hashable, CustomStringConvertible, CustomDebug
     /// protection module, which record only names they can read back through ``init(validating:)``.
     package static func problem(in name: String) -> IdentityValidationError? {
         var name = name
-        // Printable ASCII (the usual account name) has no forbidden character, and its only white space is
-        // the space: the Unicode property lookups below are needed only for anything else. Scanned as the
-        // contiguous UTF-8 of a native string (iterating the UTF-8 view cost about 50 instructions a byte).
-        let ascii = name.withUTF8 { bytes -> IdentityValidationError?? in
-            if bytes.count > Identity.maximumUTF8Length {
-                return .some(.tooLong(utf8Length: bytes.count, limit: Identity.maximumUTF8Length))
-            }
-            for byte in bytes where byte < 0x20 || byte > 0x7E { return nil }
-            return .some(bytes.first == 0x20 || bytes.last == 0x20 ? .surroundingWhitespace : nil)
+        // Scanned as the contiguous UTF-8 of a native string (iterating the UTF-8 view cost about 50
+        // instructions a byte).
+        let (length, isPrintableASCII, spaceAtAnEnd) = name.withUTF8 { bytes in
+            (bytes.count, !bytes.contains { $0 < 0x20 || $0 > 0x7E }, bytes.first == 0x20 || bytes.last == 0x20)
         }
-        if let ascii { return ascii }
+        if length > Identity.maximumUTF8Length {
+            return .tooLong(utf8Length: length, limit: Identity.maximumUTF8Length)
+        }
+        // Printable ASCII (the usual account name) has no forbidden character, and its only white space is
+        // the space: the Unicode property lookups below are needed only for anything else.
+        if isPrintableASCII { return spaceAtAnEnd ? .surroundingWhitespace : nil }
         if Identity.trimmingSurroundingWhitespace(name) != name {
             return .surroundingWhitespace
         }

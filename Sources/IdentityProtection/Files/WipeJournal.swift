@@ -140,7 +140,8 @@ struct WipeJournal: Sendable {
                 release(running, removingLock: true)
                 return nil
             }
-            // The replaced wipe's lock: nobody holds it (only an entry not running is finished).
+            // The replaced wipe's lock: nobody holds it (only an entry not running is finished). One that stays
+            // is named by no entry, and the next start's sweep removes it.
             if let replaced { try? POSIX.unlinkPath(lockPath(replaced)) }
             return running
         } catch {
@@ -178,12 +179,16 @@ struct WipeJournal: Sendable {
             throw error
         }
         release(running, removingLock: completed)
-        // The lock files of the entries taken out; nobody holds them (a wipe's own is gone above).
+        // The lock files of the entries taken out; nobody holds them (a wipe's own is gone above). One that
+        // stays is named by no entry, and the next start's sweep removes it.
         for id in removed where id != running.id {
             try? POSIX.unlinkPath(lockPath(id))
         }
     }
 
+    /// Ends `running`'s lock (its entry reads as not running from now on) and, with `removingLock`, removes its
+    /// file: only once no entry names it. A file that fails to go is named by no entry; the next start's sweep
+    /// removes it.
     private func release(_ running: Running, removingLock: Bool) {
         if removingLock { try? POSIX.unlinkPath(lockPath(running.id)) }
         POSIX.closeFile(running.lockDescriptor)
@@ -246,7 +251,7 @@ struct WipeJournal: Sendable {
             return [Entry(id: String(repeating: "0", count: 16), accounts: accounts, roots: [])]
         case (2, let wipes?, nil):
             let valid = !wipes.isEmpty && Set(wipes.map(\.id)).count == wipes.count && wipes.allSatisfy { entry in
-                entry.id.utf8.count == 16 && entry.id.utf8.allSatisfy { Hex.value($0) != nil && !(0x41...0x46).contains($0) }
+                entry.id.utf8.count == 16 && entry.id.utf8.allSatisfy(Hex.isLowercaseDigit)
                     && !entry.accounts.isEmpty && entry.accounts.allSatisfy(isAccount)
                     && entry.roots.allSatisfy { $0.hasPrefix("/") }
             }

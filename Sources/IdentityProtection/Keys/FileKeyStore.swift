@@ -106,7 +106,7 @@ public final class FileKeyStore: KeyStore {
     private static func isKeyFileName(_ name: String) -> Bool {
         let utf8 = name.utf8
         guard utf8.count == 68, name.hasSuffix(".key") else { return false }
-        return utf8.prefix(64).allSatisfy { (0x30...0x39).contains($0) || (0x61...0x66).contains($0) }
+        return utf8.prefix(64).allSatisfy(Hex.isLowercaseDigit)
     }
 
     public func currentKey(for identity: Identity) throws(ProtectionError) -> ProtectionKey {

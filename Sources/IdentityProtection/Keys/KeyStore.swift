@@ -55,7 +55,7 @@ public protocol KeyStore: Sendable {
 
     /// Every identity the store holds a key of, and what it could not read, or `nil` when the store cannot
     /// list them (the default implementation). A wipe of a tenant (`PolicyManager.wipeData(forTenant:)`) asks
-    /// its file manager's store, so that an account of the tenant the manager does not know, which owns nothing
+    /// its file manager's store and the policy manager's own, so that an account of the tenant the manager does not know, which owns nothing
     /// under the roots but has keys (envelopes of ``DataProtectionManager``, files elsewhere), is found and its
     /// keys destroyed; what the store could not read makes the tenant's wipe incomplete. A store that wraps
     /// another returns the inner store's.

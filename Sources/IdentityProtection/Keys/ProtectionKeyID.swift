@@ -67,6 +67,11 @@ enum Hex {
         return String(decoding: result, as: UTF8.self)
     }
 
+    /// Whether `character` is a digit ``encode(_:)`` writes (`0`–`9`, `a`–`f`).
+    static func isLowercaseDigit(_ character: UInt8) -> Bool {
+        (UInt8(ascii: "0")...UInt8(ascii: "9")).contains(character) || (UInt8(ascii: "a")...UInt8(ascii: "f")).contains(character)
+    }
+
     static func value(_ character: UInt8) -> UInt8? {
         switch character {
         case UInt8(ascii: "0")...UInt8(ascii: "9"): return character - UInt8(ascii: "0")
