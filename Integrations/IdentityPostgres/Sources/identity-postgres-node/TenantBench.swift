@@ -6,8 +6,9 @@ import Logging
 import PostgresNIO
 
 /// The cost of a tenant-bound transaction: a read of one row by primary key through
-/// `TenantDatabase.withTransaction` (BEGIN, the binding, the SELECT, COMMIT: 4 round trips) against the same
-/// transaction and query through postgres-nio's own `withTransaction` on an unprotected copy of the table
+/// `TenantDatabase.withTransaction` (BEGIN, the binding, the SELECT, COMMIT, the session reset: 5 round trips)
+/// against the same transaction and query through postgres-nio's own `withTransaction` on an unprotected copy
+/// of the table
 /// (BEGIN, SELECT, COMMIT: 3), and one bare `SELECT 1` (1 round trip), interleaved in one run over one
 /// connection each. Sets up its own roles, schema and tables (as the superuser of PGUSER) and removes them.
 struct TenantBench {
@@ -28,7 +29,7 @@ struct TenantBench {
         try await admin { connection in
             for statement in [
                 "CREATE ROLE \(owner) NOLOGIN", "CREATE ROLE \(service) LOGIN PASSWORD '\(password)'",
-                "REVOKE TEMPORARY ON DATABASE \"\(database)\" FROM PUBLIC",
+            ] + (try TenantDatabase.hardeningStatements(serviceRole: service, database: database)) + [
                 "GRANT CREATE ON DATABASE \"\(database)\" TO \(owner)", "SET ROLE \(owner)",
             ] {
                 try await connection.execute(statement)
@@ -143,8 +144,8 @@ struct TenantBench {
             String(format: "%@ (%d round trips), %d reads: p50 %.3f ms p99 %.3f ms",
                    name, trips, values.count, percentile(values, 0.5), percentile(values, 0.99))
         }
-        print(line("one-row read, TenantDatabase.withTransaction on the protected table", samples.bound, 4))
-        print(line("one-row read, TenantDatabase.withTransaction on the unprotected copy", samples.boundPlain, 4))
+        print(line("one-row read, TenantDatabase.withTransaction on the protected table", samples.bound, 5))
+        print(line("one-row read, TenantDatabase.withTransaction on the unprotected copy", samples.boundPlain, 5))
         print(line("one-row read, PostgresClient.withTransaction on an unprotected copy", samples.unbound, 3))
         print(line("SELECT 1 outside a transaction", samples.roundTrip, 1))
         print(String(format: "extra per bound read: p50 %.3f ms (one round trip: p50 %.3f ms); bound reads on one connection: %.0f/s",

@@ -322,7 +322,7 @@ extension FleetTests {
             #expect(rows == ["committed"])
         }
 
-        @Test("verify() refuses a superuser, BYPASSRLS, an owned or unforced table, TRUNCATE, a missing guard, a readable key, a missing schema")
+        @Test("verify() refuses a superuser, BYPASSRLS, an owned or unforced table, TRUNCATE, a missing guard, a readable key, a missing schema, large objects, backend signals, SQL text in pg_stat_activity")
         func verifyRefusesUnsafeSetUps() async throws {
             let fixture = try await TenantFixture.make(verify: false)
             defer { fixture.shutdown() }
@@ -350,6 +350,18 @@ extension FleetTests {
                 ("ALTER TABLE app.notes OWNER TO \(service)", "ALTER TABLE app.notes OWNER TO \(owner)", true),
                 ("GRANT TEMPORARY ON DATABASE \(try #require(fixture.configuration.database)) TO \(service)",
                  "REVOKE TEMPORARY ON DATABASE \(try #require(fixture.configuration.database)) FROM \(service)", true),
+                ("GRANT EXECUTE ON FUNCTION pg_catalog.lo_from_bytea(oid, bytea) TO \(service)",
+                 "REVOKE EXECUTE ON FUNCTION pg_catalog.lo_from_bytea(oid, bytea) FROM \(service)", true),
+                ("GRANT EXECUTE ON FUNCTION pg_catalog.lo_create(oid) TO PUBLIC",
+                 "REVOKE EXECUTE ON FUNCTION pg_catalog.lo_create(oid) FROM PUBLIC", true),
+                ("DO $$ BEGIN PERFORM lo_create(424242); ALTER LARGE OBJECT 424242 OWNER TO \(service); END $$",
+                 "SELECT lo_unlink(424242)", true),
+                ("GRANT EXECUTE ON FUNCTION pg_catalog.pg_terminate_backend(integer, bigint) TO \(service)",
+                 "REVOKE EXECUTE ON FUNCTION pg_catalog.pg_terminate_backend(integer, bigint) FROM \(service)", true),
+                ("GRANT EXECUTE ON FUNCTION pg_catalog.pg_cancel_backend(integer) TO PUBLIC",
+                 "REVOKE EXECUTE ON FUNCTION pg_catalog.pg_cancel_backend(integer) FROM PUBLIC", true),
+                ("GRANT pg_signal_backend TO \(service)", "REVOKE pg_signal_backend FROM \(service)", true),
+                ("GRANT SET ON PARAMETER track_activities TO \(service)", "REVOKE SET ON PARAMETER track_activities FROM \(service)", true),
             ]
             for (change, undo, superuser) in cases {
                 let run: (String) async throws -> Void = { sql in

@@ -39,9 +39,11 @@ final class TenantFixture: Sendable {
             try await connection.run(sql: "CREATE ROLE \(service) LOGIN NOSUPERUSER NOBYPASSRLS NOCREATEROLE NOCREATEDB")
         }
         try await TestDatabase.admin(configuration) { connection in
-            // Temporary tables would outlive a transaction on a pooled connection: TenantDatabase.verify()
-            // refuses a role that may create them.
-            try await connection.run(sql: "REVOKE TEMPORARY ON DATABASE \(databaseName) FROM PUBLIC")
+            // Temporary tables, large objects, backend signals and other sessions' SQL text reach past a
+            // transaction: TenantDatabase.verify() refuses a role that may use them.
+            for statement in try TenantDatabase.hardeningStatements(serviceRole: service, database: databaseName) {
+                try await connection.run(sql: statement)
+            }
             try await connection.run(sql: "GRANT CREATE ON DATABASE \(databaseName) TO \(owner)")
             try await connection.run(sql: "SET ROLE \(owner)")
             try await TenantDatabase.install(on: connection, serviceRole: service, secret: secret, logger: TestDatabase.logger)

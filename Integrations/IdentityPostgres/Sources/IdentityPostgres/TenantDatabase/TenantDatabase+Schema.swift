@@ -70,8 +70,14 @@ extension TenantDatabase {
     /// - `identity_rls.bind(account, tenant, secret)` (`SECURITY DEFINER`): refuses unless `secret` matches the
     ///   verifier, then sets the transaction-local settings `identity.account`, `identity.tenant` and
     ///   `identity.binding`, a MAC of both names with the server process and the transaction's start time. It
-    ///   also refuses (SQLSTATE 55000) while the session holds a cursor `WITH HOLD` of an earlier transaction;
-    ///   the runtime then closes that connection and binds on another.
+    ///   also refuses (SQLSTATE 55000) while the session carries anything of an earlier transaction: a cursor
+    ///   `WITH HOLD`, a prepared statement made by SQL (`PREPARE`, also from a `DO` block), a listened channel,
+    ///   a role set by `SET ROLE`; the runtime then closes that connection and binds on another.
+    /// - `identity_rls.reset_session()` (`SECURITY INVOKER`): clears the caller's session as `DISCARD ALL` does
+    ///   (settings, cursors, listeners, advisory locks, sequence caches, temporary tables, the role), but keeps
+    ///   cached plans and the prepared statements the client made through the protocol (postgres-nio's
+    ///   `PostgresPreparedStatement`s hold the service's SQL, never a request's values). The runtime calls it
+    ///   after every transaction, committed or not, before the connection goes back to the pool.
     /// - `identity_rls.current_tenant()`, `identity_rls.current_account()` (`SECURITY DEFINER`, `STABLE`): the
     ///   bound tenant or account when `identity.binding` is the MAC of the settings *in this transaction*;
     ///   otherwise `NULL`. A value set by any other means (`set_config`, `SET`, a setting copied from an earlier
@@ -119,10 +125,16 @@ extension TenantDatabase {
                    OR NOT EXISTS (SELECT 1 FROM \(schema).binding_key WHERE verifier = sha256(secret)) THEN
                     RAISE EXCEPTION 'identity binding refused' USING ERRCODE = '42501';
                 END IF;
-                -- A cursor WITH HOLD outlives the transaction that filled it: on a pooled connection it would
-                -- hand an earlier request's rows to this one. The runtime drops such a connection.
-                IF EXISTS (SELECT 1 FROM pg_cursors WHERE is_holdable) THEN
-                    RAISE EXCEPTION 'identity binding refused: the connection holds a cursor of an earlier transaction'
+                -- What a session keeps past a transaction and holds text SQL chose (a cursor WITH HOLD, a
+                -- prepared statement made by SQL, a listened channel, a role set with SET ROLE) could hand an
+                -- earlier request's rows to this one. reset_session() clears them, and settings and advisory
+                -- locks, when a transaction ends; a connection that still carries one is dropped by the
+                -- runtime. (Listing settings or locks here would cost more than the rest of the transaction.)
+                IF EXISTS (SELECT 1 FROM pg_cursors WHERE is_holdable)
+                   OR EXISTS (SELECT 1 FROM pg_prepared_statements WHERE from_sql)
+                   OR EXISTS (SELECT 1 FROM pg_listening_channels())
+                   OR current_setting('role') <> 'none' THEN
+                    RAISE EXCEPTION 'identity binding refused: the connection carries state of an earlier transaction'
                         USING ERRCODE = '55000';
                 END IF;
                 PERFORM set_config('identity.account', account, true), set_config('identity.tenant', tenant, true),
@@ -152,13 +164,72 @@ extension TenantDatabase {
             $$
             """,
             "REVOKE ALL ON FUNCTION \(schema).current_account() FROM PUBLIC",
+            // The caller's own session, cleared as DISCARD ALL would, except for the prepared statements the
+            // client made with the protocol (postgres-nio's PostgresPreparedStatement cache): those hold the
+            // service's SQL text, never a request's values. SECURITY INVOKER, so that it may RESET ROLE; no SET
+            // clause, which would restore the caller's search_path on exit, so every name is qualified.
+            """
+            CREATE OR REPLACE FUNCTION \(schema).reset_session() RETURNS void
+            LANGUAGE plpgsql VOLATILE SECURITY INVOKER AS $$
+            DECLARE
+                statement record;
+            BEGIN
+                FOR statement IN SELECT name FROM pg_catalog.pg_prepared_statements WHERE from_sql LOOP
+                    EXECUTE pg_catalog.format('DEALLOCATE %I', statement.name);
+                END LOOP;
+                EXECUTE 'CLOSE ALL';
+                RESET ROLE;
+                RESET ALL;
+                UNLISTEN *;
+                PERFORM pg_catalog.pg_advisory_unlock_all();
+                -- Cached plans are not discarded: SQL cannot read them, and bind would be planned anew each time.
+                DISCARD SEQUENCES;
+                DISCARD TEMP;
+            END
+            $$
+            """,
+            "REVOKE ALL ON FUNCTION \(schema).reset_session() FROM PUBLIC",
             "GRANT USAGE ON SCHEMA \(schema) TO \(service)",
             """
             GRANT EXECUTE ON FUNCTION \(schema).bind(text, text, bytea), \(schema).current_tenant(),
-                \(schema).current_account() TO \(service)
+                \(schema).current_account(), \(schema).reset_session() TO \(service)
             """,
         ]
     }
+
+    /// The statements a superuser runs once per database (and once per service role) so that SQL sent through
+    /// the service's role cannot reach past a transaction or into another tenant's requests by the ways
+    /// row-level security does not cover; ``verify()`` refuses a set-up without them:
+    ///
+    /// ```sql
+    /// REVOKE TEMPORARY ON DATABASE "app" FROM PUBLIC                 -- temporary tables outlive a transaction
+    /// REVOKE EXECUTE ON FUNCTION pg_catalog.lo_create(oid), ... FROM PUBLIC   -- large objects outlive it too
+    /// REVOKE EXECUTE ON FUNCTION pg_catalog.pg_cancel_backend(integer),
+    ///     pg_catalog.pg_terminate_backend(integer, bigint) FROM PUBLIC -- every request runs as the same role
+    /// ALTER ROLE "app_service" IN DATABASE "app" SET track_activities = off  -- no SQL text in pg_stat_activity
+    /// ```
+    ///
+    /// The `REVOKE`s hold for every role of the database: grant the functions back to a role that needs them
+    /// (an operator's, never the service's). `track_activities` can be set by a superuser only, so the service's
+    /// SQL cannot turn it back on; `pg_stat_activity` then shows the service's sessions without their statements.
+    ///
+    /// - Throws: ``TenantDatabaseError/invalidIdentifier(_:)`` when `serviceRole` or `database` is not a plain
+    ///   identifier.
+    public static func hardeningStatements(serviceRole: String, database: String) throws(TenantDatabaseError) -> [String] {
+        let service = try SQLIdentifier(serviceRole).quoted
+        let database = try SQLIdentifier(database).quoted
+        return [
+            "REVOKE TEMPORARY ON DATABASE \(database) FROM PUBLIC",
+            "REVOKE EXECUTE ON FUNCTION \(largeObjectCreators.map { "pg_catalog.\($0)" }.joined(separator: ", ")) FROM PUBLIC",
+            "REVOKE EXECUTE ON FUNCTION \(backendSignals.map { "pg_catalog.\($0)" }.joined(separator: ", ")) FROM PUBLIC",
+            "ALTER ROLE \(service) IN DATABASE \(database) SET track_activities = off",
+        ]
+    }
+
+    /// The functions that make a large object, which outlives every transaction and is read by object ID.
+    static let largeObjectCreators = ["lo_create(oid)", "lo_creat(integer)", "lo_from_bytea(oid, bytea)", "lo_import(text)", "lo_import(text, oid)"]
+    /// The functions that stop another backend of the same role.
+    static let backendSignals = ["pg_cancel_backend(integer)", "pg_terminate_backend(integer, bigint)"]
 
     /// Creates or updates the binding schema (``installationStatements(serviceRole:)``) and stores the
     /// verifier of `secret` with two new random MAC keys, in one transaction on `connection`.

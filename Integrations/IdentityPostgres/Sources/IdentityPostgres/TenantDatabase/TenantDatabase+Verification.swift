@@ -12,6 +12,14 @@ extension TenantDatabase {
     /// - the role may create temporary tables (`TEMPORARY` on the database, which `PUBLIC` has by default): a
     ///   temporary table outlives the transaction and would carry one request's rows to the next on the
     ///   connection;
+    /// - the role may create large objects (`lo_create`, `lo_creat`, `lo_from_bytea`, `lo_import`, which
+    ///   `PUBLIC` may call by default) or read or write one: a large object outlives the transaction and every
+    ///   connection, and any session of the role reads it by its ID;
+    /// - the role may cancel or terminate backends (`pg_cancel_backend`, `pg_terminate_backend`, which `PUBLIC`
+    ///   may call by default and which reach every backend of the same role, so every other tenant's request;
+    ///   or membership in `pg_signal_backend`);
+    /// - `track_activities` is on for the role's sessions, or the role may change it: `pg_stat_activity` would
+    ///   show it the SQL text, literals included, of every request the other connections of the pool run;
     /// - the binding schema is missing, the role may create objects in it, is a member of its owner, may read
     ///   or change the binding key, or may call the MAC helper; or the role may not call `identity_rls.bind`;
     /// - a function in the schema is not `SECURITY DEFINER` or not owned by the schema's owner;
@@ -38,6 +46,42 @@ extension TenantDatabase {
         verified.store(true, ordering: .releasing)
     }
 
+    /// The stores and signals that reach past one transaction of the role: large objects, other backends,
+    /// other sessions' SQL text (``hardeningStatements(serviceRole:database:)`` closes them).
+    private func verifySessionReach(on connection: PostgresConnection) async throws {
+        func unsafe(_ reason: String) -> TenantDatabaseError { .unsafeConfiguration(reason: reason) }
+        let fix = "run TenantDatabase.hardeningStatements(serviceRole:database:) as a superuser"
+        for function in Self.largeObjectCreators {
+            let rows = try await connection.query(
+                "SELECT has_function_privilege(current_user, \("pg_catalog." + function), 'EXECUTE')", logger: logger).collect()
+            if try rows.first?.decode(Bool.self) ?? true {
+                throw unsafe("the role may call \(function), and a large object outlives the transaction: \(fix)")
+            }
+        }
+        for function in Self.backendSignals {
+            let rows = try await connection.query(
+                "SELECT has_function_privilege(current_user, \("pg_catalog." + function), 'EXECUTE')", logger: logger).collect()
+            if try rows.first?.decode(Bool.self) ?? true {
+                throw unsafe("the role may call \(function), which reaches every backend of the role, so other tenants' requests: \(fix)")
+            }
+        }
+        let rows = try await connection.query("""
+            SELECT pg_has_role(current_user, 'pg_signal_backend', 'MEMBER') OR pg_has_role(session_user, 'pg_signal_backend', 'MEMBER'),
+                   EXISTS (SELECT 1 FROM pg_largeobject_metadata m
+                           WHERE pg_has_role(current_user, m.lomowner, 'MEMBER')
+                              OR EXISTS (SELECT 1 FROM aclexplode(m.lomacl) a
+                                         WHERE a.grantee = 0 OR pg_has_role(current_user, a.grantee, 'MEMBER'))),
+                   current_setting('track_activities') <> 'off',
+                   has_parameter_privilege(current_user, 'track_activities', 'SET')
+            """, logger: logger).collect()
+        guard let row = rows.first else { throw unsafe("the session checks returned nothing") }
+        let (signals, largeObjects, tracked, mayTrack) = try row.decode((Bool, Bool, Bool, Bool).self)
+        if signals { throw unsafe("the role is a member of pg_signal_backend, which may stop other tenants' requests") }
+        if largeObjects { throw unsafe("the role may read or write a large object, which outlives the transaction: drop it or revoke the role's access") }
+        if tracked { throw unsafe("track_activities is on for the role: pg_stat_activity shows it other requests' SQL: \(fix)") }
+        if mayTrack { throw unsafe("the role may set track_activities, so turn pg_stat_activity's SQL text back on") }
+    }
+
     private func verify(on connection: PostgresConnection) async throws {
         func unsafe(_ reason: String) -> TenantDatabaseError { .unsafeConfiguration(reason: reason) }
         let roles = try await connection.query("""
@@ -57,7 +101,7 @@ extension TenantDatabase {
                    has_function_privilege(current_user, 'identity_rls.mac(text, text)', 'EXECUTE'),
                    has_function_privilege(current_user, 'identity_rls.bind(text, text, bytea)', 'EXECUTE'),
                    NOT EXISTS (SELECT 1 FROM pg_proc p WHERE p.pronamespace = n.oid
-                               AND (NOT p.prosecdef OR p.proowner <> n.nspowner))
+                               AND ((NOT p.prosecdef AND p.proname <> 'reset_session') OR p.proowner <> n.nspowner))
             FROM pg_namespace n WHERE n.nspname = \(schema)
             """, logger: logger).collect()
         guard let row = schemaRows.first else {
@@ -69,12 +113,13 @@ extension TenantDatabase {
         if try temporary.first?.decode(Bool.self) ?? true {
             throw unsafe("the role may create temporary tables, which outlive a transaction on a pooled connection: REVOKE TEMPORARY ON DATABASE ... FROM PUBLIC")
         }
+        try await verifySessionReach(on: connection)
         if ownsSchema { throw unsafe("the role is a member of the owner of \(schema)") }
         if mayCreate { throw unsafe("the role may create objects in \(schema)") }
         if mayTouchKey { throw unsafe("the role has privileges on \(schema).binding_key") }
         if mayMAC { throw unsafe("the role may call \(schema).mac") }
         if !mayBind { throw unsafe("the role may not call \(schema).bind: grant it with installationStatements(serviceRole:)") }
-        if !functionsSound { throw unsafe("a function in \(schema) is not SECURITY DEFINER or not owned by the schema's owner") }
+        if !functionsSound { throw unsafe("a function in \(schema) other than reset_session is not SECURITY DEFINER, or one is not owned by the schema's owner") }
         for table in tables {
             let tableRows = try await connection.query("""
                 SELECT c.relkind::text, c.relrowsecurity, c.relforcerowsecurity,

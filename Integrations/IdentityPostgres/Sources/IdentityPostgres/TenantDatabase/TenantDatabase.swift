@@ -1,6 +1,7 @@
 import IdentityPolicy
 import IdentityProtection
 import IdentityRuntime
+import Foundation
 import Logging
 import NIOCore
 import PostgresNIO
@@ -26,11 +27,12 @@ import Synchronization
 /// process identity) and, before the database is asked, refuses with a ``TenantDatabaseError`` when there is
 /// none, when it is `Identity.unmanaged`, when the `PolicyManager`'s policy source has not loaded, when the
 /// account is blocked or not among the allowed accounts. Otherwise it leases a connection from the pool and
-/// sends `BEGIN`, then one statement, `SELECT identity_rls.bind($1, $2, $3)`, with the case-folded account, its
-/// case-folded tenant (`PolicyManager.tenant(for:)`) and the ``BindingSecret`` as bound parameters: the
-/// function checks the secret and sets transaction-local settings with a MAC only the database can compute.
-/// Then the body runs, then `COMMIT` (`ROLLBACK` when the body throws or its task is cancelled). That is one
-/// round trip more than the same transaction without the runtime.
+/// sends `BEGIN`, then one statement, `SELECT identity_rls.bind($1, $2, $3)` and the transaction's time limits,
+/// with the canonical account, its canonical tenant (`PolicyManager.tenant(for:)`; see ``Binding``) and the
+/// ``BindingSecret`` as bound parameters: the function checks the secret and sets transaction-local settings
+/// with a MAC only the database can compute. Then the body runs, then `COMMIT` (`ROLLBACK` when the body throws
+/// or its task is cancelled), then `SELECT identity_rls.reset_session()`. That is two round trips more than the
+/// same transaction without the runtime.
 ///
 /// ## What the body cannot do
 /// The tables' policies (``rowLevelSecurity(table:tenantColumn:accountColumn:)``) compare rows with
@@ -42,10 +44,16 @@ import Synchronization
 /// long as the service's role is a member of no such role, which ``verify()`` checks.
 ///
 /// ## Pool hygiene
-/// The settings are transaction-local: after the commit or rollback the connection carries nothing of the
-/// transaction, and a query through the pool outside ``withTransaction(isolation:_:)`` sees no protected row.
-/// When the rollback itself fails (the connection broke) the connection is closed, never handed back in a
-/// transaction.
+/// After every transaction, committed or not, the session is reset (settings, cursors, SQL-made prepared
+/// statements, listeners, advisory locks, sequence caches, the role): the next transaction on the connection,
+/// and a query through the pool outside ``withTransaction(isolation:_:)``, find nothing of it. A connection
+/// that cannot be reset, or whose rollback failed, is closed, never handed back; `bind` refuses a session that
+/// still carries a held cursor, an SQL-made prepared statement, a listener or a role, and another connection is
+/// leased.
+///
+/// ## Deadline
+/// Every transaction ends within ``transactionTimeout``: the server limits each statement and lock wait to it,
+/// and the runtime closes the connection when it has passed (``TenantDatabaseError/timedOut(after:)``).
 ///
 /// > Warning: The isolation holds against SQL, not against Swift code that holds the ``BindingSecret``. Keep the
 /// > secret out of reach of request handlers, as any other credential.
@@ -60,8 +68,13 @@ public final class TenantDatabase: Sendable {
     /// Where the transactions' failures are logged (none by default).
     public let logger: Logger
 
+    /// How long a transaction may take, from `BEGIN` to `COMMIT` (``init(client:policies:secret:protectedTables:transactionTimeout:logger:)``).
+    public let transactionTimeout: Duration
+
     let secret: BindingSecret
     let tables: [SQLTableName]
+    /// ``transactionTimeout`` in whole milliseconds (at least 1), as PostgreSQL's timeouts take it.
+    let timeoutMilliseconds: Int64
     let verified = Atomic<Bool>(false)
 
     /// A logger that drops everything.
@@ -73,14 +86,27 @@ public final class TenantDatabase: Sendable {
     ///   - secret: the secret installed with ``install(on:serviceRole:secret:logger:)``.
     ///   - protectedTables: the tables under ``rowLevelSecurity(table:tenantColumn:accountColumn:)``, for
     ///     ``verify()``.
+    ///   - transactionTimeout: how long one transaction may take, body included (default 30 seconds). Each of
+    ///     its statements, and each wait for a lock, is limited to it by the server (`statement_timeout`,
+    ///     `lock_timeout`, `idle_in_transaction_session_timeout`, transaction-local); when it has passed the
+    ///     runtime closes the connection, so that a statement still waiting fails, and the transaction ends with
+    ///     ``TenantDatabaseError/timedOut(after:)``. A request blocked by another one's lock therefore fails
+    ///     within this time; it never hangs.
     ///   - logger: where failures are logged.
-    /// - Throws: ``TenantDatabaseError/invalidIdentifier(_:)`` for a table name that is not a plain identifier.
+    /// - Throws: ``TenantDatabaseError/invalidIdentifier(_:)`` for a table name that is not a plain identifier;
+    ///   ``TenantDatabaseError/unsafeConfiguration(reason:)`` for a timeout that is not positive.
     public init(
         client: PostgresClient, policies: PolicyManager, secret: BindingSecret, protectedTables: [String],
-        logger: Logger? = nil
+        transactionTimeout: Duration = .seconds(30), logger: Logger? = nil
     ) throws(TenantDatabaseError) {
         var tables: [SQLTableName] = []
         for table in protectedTables { tables.append(try SQLTableName(table)) }
+        let (seconds, attoseconds) = transactionTimeout.components
+        guard transactionTimeout > .zero, seconds < 1_000_000_000 else {
+            throw .unsafeConfiguration(reason: "a transaction timeout is positive and finite, not \(transactionTimeout)")
+        }
+        self.transactionTimeout = transactionTimeout
+        self.timeoutMilliseconds = max(1, seconds * 1000 + attoseconds / 1_000_000_000_000_000)
         self.client = client
         self.policies = policies
         self.secret = secret
@@ -94,14 +120,18 @@ public final class TenantDatabase: Sendable {
 
     /// What a transaction is bound to: the values `identity_rls.current_account()` and
     /// `identity_rls.current_tenant()` return inside it.
+    ///
+    /// The bound names are canonical: case-folded as `Identity` compares names, then in Unicode normalization
+    /// form C, so that every spelling two `Identity` (or `TenantID`) values treat as equal (`bücher.example`
+    /// composed or decomposed) binds the same string and sees the same rows.
     public struct Binding: Sendable, Hashable {
         /// The caller's account.
         public let account: Identity
         /// The account's tenant (`PolicyManager.tenant(for:)`).
         public let tenant: TenantID
-        /// The account as bound: its case-folded name (`Identity.foldedName`).
+        /// The account as bound: its case-folded name (`Identity.foldedName`) in normalization form C.
         public let boundAccount: String
-        /// The tenant as bound: its case-folded name.
+        /// The tenant as bound: its case-folded name in normalization form C.
         public let boundTenant: String
     }
 
@@ -134,12 +164,20 @@ public final class TenantDatabase: Sendable {
         if tenant == TenantID(tenant.rawValue), tenant.rawValue.hasSuffix("@") {
             throw .unrepresentableName(tenant.rawValue)
         }
-        let boundAccount = account.foldedName
-        let boundTenant = Identity(tenant.rawValue).foldedName
+        let boundAccount = Self.canonical(account)
+        let boundTenant = Self.canonical(Identity(tenant.rawValue))
         for name in [boundAccount, boundTenant] where name.utf8.contains(0) || name.isEmpty {
             throw .unrepresentableName(name)
         }
         return Binding(account: account, tenant: tenant, boundAccount: boundAccount, boundTenant: boundTenant)
+    }
+
+    /// The one spelling of an identity's name that PostgreSQL compares: `Identity` compares case-folded names
+    /// under canonical equivalence, PostgreSQL compares bytes, so the folded name is put in normalization form C.
+    static func canonical(_ identity: Identity) -> String {
+        let folded = identity.foldedName
+        if folded.utf8.allSatisfy({ $0 < 0x80 }) { return folded }
+        return folded.precomposedStringWithCanonicalMapping
     }
 
     /// Runs `body` with a connection inside a transaction bound to the caller's effective identity and its
@@ -148,7 +186,9 @@ public final class TenantDatabase: Sendable {
     /// - Refused before the database is asked (``currentBinding()``): no identity, `Identity.unmanaged`, policy
     ///   source not loaded, a blocked or disallowed account, a name PostgreSQL cannot hold; and before
     ///   ``verify()`` succeeded, ``TenantDatabaseError/notVerified``.
-    /// - Round trips: `BEGIN`, the binding, the body's, `COMMIT`.
+    /// - Round trips: `BEGIN`, the binding, the body's, `COMMIT`, the session reset.
+    /// - Ends within ``transactionTimeout``, with ``TenantDatabaseError/timedOut(after:)`` when the body takes
+    ///   longer.
     /// - A connection that still holds a cursor `WITH HOLD` of an earlier transaction is closed, not bound, and
     ///   another is leased (at most ``maximumLeases`` in all, then ``TenantDatabaseError/unavailable(reason:)``).
     /// - The body must not keep the connection, nor use it from another task after it returns.
@@ -206,7 +246,42 @@ public final class TenantDatabase: Sendable {
         let error: any Error
     }
 
+    /// One transaction on a leased connection, under the deadline, and the session reset after it, whatever its
+    /// outcome: the connection goes back to the pool clean, or closed.
     private func run<Result>(
+        on connection: PostgresConnection, binding: Binding, isolation: isolated (any Actor)?,
+        _ body: (PostgresConnection) async throws -> sending Result
+    ) async throws -> sending Result {
+        let deadline = Deadline(closing: connection, after: .nanoseconds(timeoutMilliseconds * 1_000_000))
+        defer { deadline.cancel() }
+        let value: Result
+        do {
+            value = try await transaction(on: connection, binding: binding, isolation: isolation, body)
+        } catch is StaleConnection {
+            throw StaleConnection()
+        } catch {
+            await resetSession(connection)
+            // The deadline closed the connection: whatever failed after it failed because of it.
+            if deadline.hasPassed { throw TransactionStep(error: .timedOut(after: transactionTimeout)) }
+            throw error
+        }
+        await resetSession(connection)
+        return value
+    }
+
+    /// Clears what the body may have left in the session (``installationStatements(serviceRole:)``:
+    /// `identity_rls.reset_session()`); a connection that cannot be reset is closed, never handed back.
+    private func resetSession(_ connection: PostgresConnection) async {
+        guard !connection.isClosed else { return }
+        do {
+            try await connection.perform("SELECT identity_rls.reset_session()", logger: logger)
+        } catch {
+            logger.warning("resetting the session failed; closing the connection", metadata: ["error": "\(String(reflecting: error))"])
+            await close(connection)
+        }
+    }
+
+    private func transaction<Result>(
         on connection: PostgresConnection, binding: Binding, isolation: isolated (any Actor)?,
         _ body: (PostgresConnection) async throws -> sending Result
     ) async throws -> sending Result {
@@ -264,12 +339,20 @@ public final class TenantDatabase: Sendable {
         case refused(TenantDatabaseError)
     }
 
-    /// The one round trip that binds the transaction: the secret, the account and the tenant as parameters.
+    /// The one round trip that binds the transaction: the secret, the account and the tenant as parameters,
+    /// and the server's limits for this transaction (``transactionTimeout``; the server checks every second
+    /// whether the client is still there, so a statement outlives a closed connection by a second at most).
     private func bind(_ connection: PostgresConnection, _ binding: Binding) async throws(BindingFailure) {
         let secret = ByteBuffer(bytes: secret.bytes)
+        let timeout = String(timeoutMilliseconds)
+        let check = String(min(timeoutMilliseconds, 1000))
         do {
-            try await connection.perform(
-                "SELECT identity_rls.bind(\(binding.boundAccount), \(binding.boundTenant), \(secret))", logger: logger)
+            try await connection.perform("""
+                SELECT identity_rls.bind(\(binding.boundAccount), \(binding.boundTenant), \(secret)),
+                       set_config('statement_timeout', \(timeout), true), set_config('lock_timeout', \(timeout), true),
+                       set_config('idle_in_transaction_session_timeout', \(timeout), true),
+                       set_config('client_connection_check_interval', \(check), true)
+                """, logger: logger)
         } catch {
             let refused = TenantDatabaseError.from(error, operation: "binding the transaction")
             if case let .queryFailed(_, sqlState, message) = refused {
@@ -302,6 +385,30 @@ public final class TenantDatabase: Sendable {
             logger.debug("closing the connection failed", metadata: ["error": "\(String(reflecting: error))"])
         }
     }
+}
+
+/// Closes a connection when a transaction's time is up; cancelled when the transaction ends first.
+private final class Deadline: Sendable {
+    private let passed: Flag
+    private let scheduled: Scheduled<Void>
+
+    private final class Flag: Sendable {
+        let value = Atomic<Bool>(false)
+    }
+
+    init(closing connection: PostgresConnection, after timeout: TimeAmount) {
+        let passed = Flag()
+        self.passed = passed
+        scheduled = connection.eventLoop.scheduleTask(in: timeout) {
+            passed.value.store(true, ordering: .releasing)
+            connection.close().whenComplete { _ in }
+        }
+    }
+
+    /// Whether the time was up (and the connection closed) before ``cancel()``.
+    var hasPassed: Bool { passed.value.load(ordering: .acquiring) }
+
+    func cancel() { scheduled.cancel() }
 }
 
 extension PostgresConnection {

@@ -43,6 +43,9 @@ public enum TenantDatabaseError: Error, Sendable, Equatable, CustomStringConvert
     /// The body returned, but the transaction had failed inside it (a statement's error was caught and the body
     /// went on): PostgreSQL rolled it back at `COMMIT`, nothing it wrote was kept.
     case rolledBack
+    /// The transaction took longer than ``TenantDatabase/transactionTimeout``: the connection was closed, the
+    /// server rolled the transaction back, nothing it wrote was kept.
+    case timedOut(after: Duration)
 
     public var description: String {
         switch self {
@@ -60,6 +63,7 @@ public enum TenantDatabaseError: Error, Sendable, Equatable, CustomStringConvert
         case let .queryFailed(operation, sqlState, message):
             "\(operation) failed\(sqlState.map { " (SQLSTATE \($0))" } ?? ""): \(message)"
         case .rolledBack: "the transaction failed inside its body and was rolled back"
+        case let .timedOut(after): "the transaction took longer than \(after) and was rolled back"
         }
     }
 
