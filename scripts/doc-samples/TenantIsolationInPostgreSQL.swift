@@ -19,3 +19,10 @@ let database: TenantDatabase = placeholder()
 
 // sample 3
 let ownerConnection: PostgresConnection = placeholder()
+
+// sample 4
+let tenantConnection: PostgresClient.Configuration = placeholder()
+let rolesSecretText: String = placeholder()
+let superuserConnection: PostgresConnection = placeholder()
+let bindingSecret: TenantDatabase.BindingSecret = placeholder()
+let policies: PolicyManager = placeholder()

@@ -117,7 +117,7 @@ extension TenantServices {
     /// A `TenantDatabaseError` as a problem: who the caller is decides 403 (`no-identity`, `account-blocked`,
     /// `account-not-allowed`, `unrepresentable-name`); a database that is not there, not verified or not safe
     /// 503 (`policy-unavailable`, `database-unavailable`, `database-not-verified`, `database-unsafe`,
-    /// `database-binding-refused`); a failed statement 500 `database-failure`.
+    /// `database-binding-refused`, `database-timeout`); a failed statement 500 `database-failure`.
     static func refuse(_ report: DocumentReport, _ error: TenantDatabaseError) -> Response {
         let detail = "\(error)"
         return switch error {
@@ -139,6 +139,8 @@ extension TenantServices {
             problem(report, .serviceUnavailable, code: "database-unsafe", title: "Database set-up unsafe", detail: detail)
         case .bindingRefused:
             problem(report, .serviceUnavailable, code: "database-binding-refused", title: "Identity binding refused", detail: detail)
+        case .timedOut:
+            problem(report, .serviceUnavailable, code: "database-timeout", title: "Database transaction timed out", detail: detail)
         case .queryFailed, .rolledBack:
             problem(report, .internalServerError, code: "database-failure", title: "Database failure", detail: detail)
         }

@@ -55,6 +55,7 @@ struct TenantBench {
             throw error
         }
         try await removeAll(schema: schema, roles: [service, owner])
+        try await runRolePerTenant(suffix: String(suffix))
     }
 
     private func removeAll(schema: String, roles: [String]) async throws {
@@ -70,6 +71,7 @@ struct TenantBench {
     private func measure(
         schema: String, service: String, password: String, database: String, secret: TenantDatabase.BindingSecret
     ) async throws {
+        print("row-level security on shared tables:")
         var settings = PostgresClient.Configuration(
             host: configuration.host, port: configuration.port, username: service, password: password,
             database: database, tls: .disable)
@@ -86,32 +88,29 @@ struct TenantBench {
         let plain = PostgresQuery(unsafeSQL: "SELECT body FROM \(schema).plain WHERE id = $1", binds: Self.binds(3))
 
         func bound() async throws -> Double {
-            let start = DispatchTime.now().uptimeNanoseconds
-            let body = try await IdentityContext.withThreadIdentity(account) {
-                try await tenantDatabase.withTransaction { connection in
-                    try await Self.single(connection.query(documents, logger: Self.logger))
+            try await Self.timedRead("the bound read") {
+                try await IdentityContext.withThreadIdentity(account) {
+                    try await tenantDatabase.withTransaction { connection in
+                        try await Self.single(connection.query(documents, logger: Self.logger))
+                    }
                 }
             }
-            guard body == "row 3" else { fatalError("the bound read returned \(body)") }
-            return Double(DispatchTime.now().uptimeNanoseconds - start) / 1e6
         }
         func boundPlain() async throws -> Double {
-            let start = DispatchTime.now().uptimeNanoseconds
-            let body = try await IdentityContext.withThreadIdentity(account) {
-                try await tenantDatabase.withTransaction { connection in
+            try await Self.timedRead("the bound read") {
+                try await IdentityContext.withThreadIdentity(account) {
+                    try await tenantDatabase.withTransaction { connection in
+                        try await Self.single(connection.query(plain, logger: Self.logger))
+                    }
+                }
+            }
+        }
+        func unbound() async throws -> Double {
+            try await Self.timedRead("the plain read") {
+                try await client.withTransaction(logger: Self.logger) { connection in
                     try await Self.single(connection.query(plain, logger: Self.logger))
                 }
             }
-            guard body == "row 3" else { fatalError("the bound read returned \(body)") }
-            return Double(DispatchTime.now().uptimeNanoseconds - start) / 1e6
-        }
-        func unbound() async throws -> Double {
-            let start = DispatchTime.now().uptimeNanoseconds
-            let body = try await client.withTransaction(logger: Self.logger) { connection in
-                try await Self.single(connection.query(plain, logger: Self.logger))
-            }
-            guard body == "row 3" else { fatalError("the plain read returned \(body)") }
-            return Double(DispatchTime.now().uptimeNanoseconds - start) / 1e6
         }
         func roundTrip() async throws -> Double {
             let start = DispatchTime.now().uptimeNanoseconds
@@ -126,8 +125,7 @@ struct TenantBench {
         }
         guard outside == 0 else { fatalError("a protected row was visible outside a bound transaction") }
         var samples: (bound: [Double], boundPlain: [Double], unbound: [Double], roundTrip: [Double]) = ([], [], [], [])
-        let rounds = quick ? 3 : 10
-        let perRound = quick ? 300 : 1_000
+        let (rounds, perRound) = sampleCounts
         for _ in 0..<50 { _ = try await (bound(), unbound(), roundTrip()) }
         let clock = ContinuousClock()
         var boundTime = Duration.zero
@@ -153,6 +151,17 @@ struct TenantBench {
                      Double(samples.bound.count) / boundSeconds))
     }
 
+    /// Rounds and reads per round of each measurement.
+    var sampleCounts: (rounds: Int, perRound: Int) { quick ? (3, 300) : (10, 1_000) }
+
+    /// How long `read` took, in milliseconds; it must read row 3.
+    static func timedRead(_ name: String, _ read: () async throws -> String) async throws -> Double {
+        let start = DispatchTime.now().uptimeNanoseconds
+        let body = try await read()
+        guard body == "row 3" else { fatalError("\(name) returned \(body)") }
+        return Double(DispatchTime.now().uptimeNanoseconds - start) / 1e6
+    }
+
     static func binds(_ id: Int64) -> PostgresBindings {
         var binds = PostgresBindings()
         binds.append(id)
@@ -165,10 +174,10 @@ struct TenantBench {
         return result ?? "(none)"
     }
 
-    private func admin<T: Sendable>(_ body: (PostgresConnection) async throws -> T) async throws -> T {
+    func admin<T: Sendable>(database: String? = nil, _ body: (PostgresConnection) async throws -> T) async throws -> T {
         var settings = PostgresConnection.Configuration(
             host: configuration.host, port: configuration.port, username: configuration.username,
-            password: configuration.password, database: configuration.database, tls: configuration.tls)
+            password: configuration.password, database: database ?? configuration.database, tls: configuration.tls)
         settings.options.connectTimeout = .seconds(5)
         let connection = try await PostgresConnection.connect(configuration: settings, id: 1, logger: Self.logger)
         do {

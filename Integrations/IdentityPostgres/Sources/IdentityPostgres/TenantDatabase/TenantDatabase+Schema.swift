@@ -253,22 +253,30 @@ extension TenantDatabase {
         let statements = try installationStatements(serviceRole: serviceRole)
         let inner = BindingSecret.generate()
         let outer = BindingSecret.generate()
-        let operation = "installing \(schemaName)"
+        try await inOneTransaction(on: connection, operation: "installing \(schemaName)", logger: logger) {
+            for statement in statements {
+                try await connection.perform(PostgresQuery(unsafeSQL: statement), logger: logger)
+            }
+            let verifier = ByteBuffer(bytes: secret.bytes)
+            let innerKey = ByteBuffer(bytes: inner.bytes)
+            let outerKey = ByteBuffer(bytes: outer.bytes)
+            try await connection.perform("""
+                INSERT INTO identity_rls.binding_key (only_row, verifier, inner_key, outer_key)
+                VALUES (true, sha256(\(verifier)), \(innerKey), \(outerKey))
+                ON CONFLICT (only_row) DO UPDATE
+                SET verifier = excluded.verifier, inner_key = excluded.inner_key, outer_key = excluded.outer_key
+                """, logger: logger)
+        }
+    }
+
+    /// Runs `body` between `BEGIN` and `COMMIT`, rolling back when it throws: all of it or nothing.
+    static func inOneTransaction(
+        on connection: PostgresConnection, operation: String, logger: Logger, _ body: () async throws -> Void
+    ) async throws(TenantDatabaseError) {
         do {
             try await connection.perform("BEGIN", logger: logger)
             do {
-                for statement in statements {
-                    try await connection.perform(PostgresQuery(unsafeSQL: statement), logger: logger)
-                }
-                let verifier = ByteBuffer(bytes: secret.bytes)
-                let innerKey = ByteBuffer(bytes: inner.bytes)
-                let outerKey = ByteBuffer(bytes: outer.bytes)
-                try await connection.perform("""
-                    INSERT INTO identity_rls.binding_key (only_row, verifier, inner_key, outer_key)
-                    VALUES (true, sha256(\(verifier)), \(innerKey), \(outerKey))
-                    ON CONFLICT (only_row) DO UPDATE
-                    SET verifier = excluded.verifier, inner_key = excluded.inner_key, outer_key = excluded.outer_key
-                    """, logger: logger)
+                try await body()
                 try await connection.perform("COMMIT", logger: logger)
             } catch {
                 // The statement's error is the one to report; a rollback that fails too means the connection

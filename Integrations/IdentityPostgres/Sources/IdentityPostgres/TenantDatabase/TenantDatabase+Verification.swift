@@ -28,12 +28,20 @@ extension TenantDatabase {
     ///   member of (its owner could turn the policies off), or may be truncated by the role (`TRUNCATE` ignores
     ///   row-level security).
     ///
+    /// In ``Isolation/rolePerTenant(_:)`` mode there is no shared role to check: `verify()` only records that
+    /// start-up checked the configuration, and each tenant's pool checks its role before it serves that tenant's
+    /// first transaction (``TenantDatabase/provision(_:roles:tables:on:logger:)`` lists what is refused).
+    ///
     /// > Note: It checks the set-up as it is now. Changing roles or tables later (as their owner) is not
     /// > noticed until the next `verify()`.
     public func verify() async throws(TenantDatabaseError) {
         // Not verified while the checks run, nor after one fails: a set-up found unsafe later stops the
         // transactions an earlier verify() allowed.
         verified.store(false, ordering: .releasing)
+        guard let client else {
+            verified.store(true, ordering: .releasing)
+            return
+        }
         do {
             try await client.withConnection { connection in
                 try await self.verify(on: connection)
@@ -80,6 +88,65 @@ extension TenantDatabase {
         if largeObjects { throw unsafe("the role may read or write a large object, which outlives the transaction: drop it or revoke the role's access") }
         if tracked { throw unsafe("track_activities is on for the role: pg_stat_activity shows it other requests' SQL: \(fix)") }
         if mayTrack { throw unsafe("the role may set track_activities, so turn pg_stat_activity's SQL text back on") }
+    }
+
+    /// Checks, on a connection of a tenant's pool, that its login role reaches nothing beyond its own schema:
+    /// refused (``TenantDatabaseError/unsafeConfiguration(reason:)``) when the session's role is not `role`, is a
+    /// superuser, has `BYPASSRLS`, `CREATEROLE`, `CREATEDB` or `REPLICATION`, is a member of any role, may create
+    /// objects in the database or in any schema, may create temporary tables or large objects, may use another
+    /// tenant's schema (one named with ``TenantRoles/prefix``), may read other sessions' activity, locks or statistics or the roles' settings; or when its
+    /// schema is missing or not owned by ``TenantRoles/owner``, or a protected table is missing there or owned
+    /// by the role.
+    func verifyTenantRole(_ role: String, on connection: PostgresConnection) async throws {
+        func unsafe(_ reason: String) -> TenantDatabaseError {
+            .unsafeConfiguration(reason: "the tenant role \(role): \(reason)")
+        }
+        guard case let .rolePerTenant(roles) = isolation else { return }
+        let rows = try await connection.query("""
+            SELECT session_user = \(role) AND current_user = \(role),
+                   r.rolsuper OR r.rolbypassrls OR r.rolcreaterole OR r.rolcreatedb OR r.rolreplication,
+                   EXISTS (SELECT 1 FROM pg_auth_members m WHERE m.member = r.oid),
+                   has_database_privilege(current_database(), 'CREATE'),
+                   has_database_privilege(current_database(), 'TEMPORARY'),
+                   EXISTS (SELECT 1 FROM pg_namespace n WHERE has_schema_privilege(n.oid, 'CREATE')),
+                   EXISTS (SELECT 1 FROM pg_namespace n WHERE starts_with(n.nspname, \(roles.prefix + "_"))
+                           AND n.nspname <> \(role) AND has_schema_privilege(n.oid, 'USAGE')),
+                   coalesce((SELECT n.nspowner = (SELECT o.oid FROM pg_roles o WHERE o.rolname = \(roles.owner))
+                             FROM pg_namespace n WHERE n.nspname = \(role)), false),
+                   has_function_privilege('pg_catalog.lo_create(oid)', 'EXECUTE')
+                       OR has_function_privilege('pg_catalog.lo_creat(integer)', 'EXECUTE')
+                       OR has_function_privilege('pg_catalog.lo_from_bytea(oid, bytea)', 'EXECUTE'),
+                   has_function_privilege('pg_catalog.pg_stat_get_activity(integer)', 'EXECUTE')
+                       OR has_function_privilege('pg_catalog.pg_lock_status()', 'EXECUTE')
+                       OR has_function_privilege('pg_catalog.pg_stat_get_tuples_inserted(oid)', 'EXECUTE')
+                       OR has_function_privilege('pg_catalog.pg_relation_size(regclass)', 'EXECUTE')
+                       OR has_column_privilege('pg_catalog.pg_class', 'reltuples', 'SELECT'),
+                   has_table_privilege('pg_catalog.pg_db_role_setting', 'SELECT')
+                       OR has_column_privilege('pg_catalog.pg_roles', 'rolconfig', 'SELECT')
+            FROM pg_roles r WHERE r.rolname = session_user
+            """, logger: logger).collect()
+        guard let row = rows.first else { throw unsafe("the session's role is not among pg_roles") }
+        let (isRole, privileged, member, mayCreate, mayTemporary, mayCreateInSchema, reachesOthers, schemaSound, largeObjects, statistics, settings)
+            = try row.decode((Bool, Bool, Bool, Bool, Bool, Bool, Bool, Bool, Bool, Bool, Bool).self)
+        if !isRole { throw unsafe("the pool's sessions run as another role") }
+        if privileged { throw unsafe("is a superuser or has BYPASSRLS, CREATEROLE, CREATEDB or REPLICATION") }
+        if member { throw unsafe("is a member of another role") }
+        if mayCreate || mayCreateInSchema { throw unsafe("may create objects in the database or in a schema") }
+        if mayTemporary { throw unsafe("may create temporary tables: run TenantRoles.hardeningStatements(database:) as a superuser") }
+        if reachesOthers { throw unsafe("may use a schema other than its own") }
+        if !schemaSound { throw unsafe("its schema is missing or not owned by \(roles.owner): provision the tenant") }
+        if largeObjects { throw unsafe("may create large objects: run TenantRoles.hardeningStatements(database:) as a superuser") }
+        if statistics { throw unsafe("may read other sessions' activity, locks or table statistics: run TenantRoles.hardeningStatements(database:) as a superuser") }
+        if settings { throw unsafe("may read the roles' settings: run TenantRoles.hardeningStatements(database:) as a superuser") }
+        for table in tables {
+            let tableRows = try await connection.query("""
+                SELECT c.relowner = (SELECT r.oid FROM pg_roles r WHERE r.rolname = session_user)
+                FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
+                WHERE n.nspname = \(role) AND c.relname = \(table.table.name)
+                """, logger: logger).collect()
+            guard let tableRow = tableRows.first else { throw unsafe("its schema has no table \(table)") }
+            if try tableRow.decode(Bool.self) { throw unsafe("owns \(table), so may change its policies") }
+        }
     }
 
     private func verify(on connection: PostgresConnection) async throws {

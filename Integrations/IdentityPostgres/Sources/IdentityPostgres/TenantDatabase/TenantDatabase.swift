@@ -55,12 +55,24 @@ import Synchronization
 /// Every transaction ends within ``transactionTimeout``: the server limits each statement and lock wait to it,
 /// and the runtime closes the connection when it has passed (``TenantDatabaseError/timedOut(after:)``).
 ///
-/// > Warning: The isolation holds against SQL, not against Swift code that holds the ``BindingSecret``. Keep the
-/// > secret out of reach of request handlers, as any other credential.
+/// ## Two modes
+/// ``Isolation/rowLevelSecurity`` (``init(client:policies:secret:protectedTables:transactionTimeout:logger:)``):
+/// shared tables, one service role, the policies above. ``Isolation/rolePerTenant(_:)``
+/// (``init(tenantRoles:policies:secret:protectedTables:transactionTimeout:logger:)``): each tenant's
+/// transactions run as its own login role over its own schema, so that what row-level security cannot hide
+/// (the planner's counts, shared sequences and statistics, other sessions' activity, the role's own defaults)
+/// is refused by the database's privileges. The body's code is the same in both: `withTransaction`, tables
+/// named as the mode's set-up names them.
+///
+/// > Warning: The isolation holds against SQL, not against Swift code that holds the ``BindingSecret`` (or
+/// > ``TenantRoles/secret``). Keep the secrets out of reach of request handlers, as any other credential.
 public final class TenantDatabase: Sendable {
-    /// The connection pool. Its role must be the service's role: no superuser, no `BYPASSRLS`, owner of no
-    /// protected table (``verify()``).
-    public let client: PostgresClient
+    /// The shared connection pool in ``Isolation/rowLevelSecurity`` mode; `nil` in
+    /// ``Isolation/rolePerTenant(_:)`` mode, where each tenant has a pool of its own. Its role must be the
+    /// service's role: no superuser, no `BYPASSRLS`, owner of no protected table (``verify()``).
+    public let client: PostgresClient?
+    /// How tenants are kept apart.
+    public let isolation: Isolation
     /// Decides who may open a transaction and each account's tenant.
     public let policies: PolicyManager
     /// The tables ``verify()`` checks.
@@ -73,6 +85,8 @@ public final class TenantDatabase: Sendable {
 
     let secret: BindingSecret
     let tables: [SQLTableName]
+    /// The tenants' pools in ``Isolation/rolePerTenant(_:)`` mode.
+    let pools: TenantPools?
     /// ``transactionTimeout`` in whole milliseconds (at least 1), as PostgreSQL's timeouts take it.
     let timeoutMilliseconds: Int64
     let verified = Atomic<Bool>(false)
@@ -95,9 +109,42 @@ public final class TenantDatabase: Sendable {
     ///   - logger: where failures are logged.
     /// - Throws: ``TenantDatabaseError/invalidIdentifier(_:)`` for a table name that is not a plain identifier;
     ///   ``TenantDatabaseError/unsafeConfiguration(reason:)`` for a timeout that is not positive.
-    public init(
+    public convenience init(
         client: PostgresClient, policies: PolicyManager, secret: BindingSecret, protectedTables: [String],
         transactionTimeout: Duration = .seconds(30), logger: Logger? = nil
+    ) throws(TenantDatabaseError) {
+        try self.init(
+            isolation: .rowLevelSecurity, client: client, policies: policies, secret: secret,
+            protectedTables: protectedTables, transactionTimeout: transactionTimeout, logger: logger)
+    }
+
+    /// A tenant database in ``Isolation/rolePerTenant(_:)`` mode: each tenant's transactions run as its own login
+    /// role, on a pool of its own, over its own schema (``provision(_:roles:tables:on:logger:)``).
+    ///
+    /// - Parameters:
+    ///   - tenantRoles: where the tenants' roles connect and how their names and passwords are derived.
+    ///   - policies: the `PolicyManager` that admits accounts and answers their tenants.
+    ///   - secret: the secret installed with ``install(on:serviceRole:secret:logger:)``; the transactions are
+    ///     bound as in the other mode, so that per-account policies in a tenant's schema hold too.
+    ///   - protectedTables: the tables each tenant's schema holds, unqualified (`documents`): a body names them
+    ///     so, and its `search_path` is its tenant's schema.
+    ///   - transactionTimeout: as in ``init(client:policies:secret:protectedTables:transactionTimeout:logger:)``.
+    ///   - logger: where failures are logged.
+    /// - Throws: ``TenantDatabaseError/invalidIdentifier(_:)`` for a table name that is not a plain, unqualified
+    ///   identifier; ``TenantDatabaseError/unsafeConfiguration(reason:)`` for a timeout that is not positive.
+    public convenience init(
+        tenantRoles: TenantRoles, policies: PolicyManager, secret: BindingSecret, protectedTables: [String],
+        transactionTimeout: Duration = .seconds(30), logger: Logger? = nil
+    ) throws(TenantDatabaseError) {
+        for table in protectedTables where try SQLTableName(table).schema != nil { throw .invalidIdentifier(table) }
+        try self.init(
+            isolation: .rolePerTenant(tenantRoles), client: nil, policies: policies, secret: secret,
+            protectedTables: protectedTables, transactionTimeout: transactionTimeout, logger: logger)
+    }
+
+    private init(
+        isolation: Isolation, client: PostgresClient?, policies: PolicyManager, secret: BindingSecret,
+        protectedTables: [String], transactionTimeout: Duration, logger: Logger?
     ) throws(TenantDatabaseError) {
         var tables: [SQLTableName] = []
         for table in protectedTables { tables.append(try SQLTableName(table)) }
@@ -107,12 +154,19 @@ public final class TenantDatabase: Sendable {
         }
         self.transactionTimeout = transactionTimeout
         self.timeoutMilliseconds = max(1, seconds * 1000 + attoseconds / 1_000_000_000_000_000)
+        self.isolation = isolation
         self.client = client
+        let logger = logger ?? Self.silentLogger
+        if case let .rolePerTenant(roles) = isolation {
+            pools = TenantPools(roles: roles, logger: logger)
+        } else {
+            pools = nil
+        }
         self.policies = policies
         self.secret = secret
         self.protectedTables = protectedTables
         self.tables = tables
-        self.logger = logger ?? Self.silentLogger
+        self.logger = logger
     }
 
     /// Whether ``verify()`` has succeeded on this instance.
@@ -204,13 +258,31 @@ public final class TenantDatabase: Sendable {
     ) async throws -> sending Result {
         let binding = try currentBinding()
         guard isVerified else { throw TenantDatabaseError.notVerified }
+        let client: PostgresClient
+        let lease: TenantPools.Lease?
+        if let pools {
+            let tenantLease = try pools.acquire(binding.tenant)
+            lease = tenantLease
+            client = tenantLease.client
+        } else {
+            lease = nil
+            client = self.client!
+        }
+        // Set once this lease's pool had its role checked; handed back with the lease.
+        let checked = RoleCheck(done: lease?.isVerified ?? true)
+        defer { if let lease { pools?.release(lease, verified: checked.isDone) } }
         do {
             // A connection that still holds an earlier transaction's cursor is closed and another one is
             // leased; a pool handing out nothing else is unavailable.
             for _ in 0..<Self.maximumLeases {
                 do {
                     return try await client.withConnection(isolation: isolation) { connection in
-                        try await self.run(on: connection, binding: binding, isolation: isolation, body)
+                        if !checked.isDone, let lease {
+                            // A tenant's pool serves nothing before its role's privileges are checked.
+                            try await self.verifyTenantRole(lease.role, on: connection)
+                            checked.markDone()
+                        }
+                        return try await self.run(on: connection, binding: binding, schema: lease?.role, isolation: isolation, body)
                     }
                 } catch is StaleConnection {
                     continue
@@ -249,14 +321,14 @@ public final class TenantDatabase: Sendable {
     /// One transaction on a leased connection, under the deadline, and the session reset after it, whatever its
     /// outcome: the connection goes back to the pool clean, or closed.
     private func run<Result>(
-        on connection: PostgresConnection, binding: Binding, isolation: isolated (any Actor)?,
+        on connection: PostgresConnection, binding: Binding, schema: String?, isolation: isolated (any Actor)?,
         _ body: (PostgresConnection) async throws -> sending Result
     ) async throws -> sending Result {
         let deadline = Deadline(closing: connection, after: .nanoseconds(timeoutMilliseconds * 1_000_000))
         defer { deadline.cancel() }
         let value: Result
         do {
-            value = try await transaction(on: connection, binding: binding, isolation: isolation, body)
+            value = try await transaction(on: connection, binding: binding, schema: schema, isolation: isolation, body)
         } catch is StaleConnection {
             throw StaleConnection()
         } catch {
@@ -282,7 +354,7 @@ public final class TenantDatabase: Sendable {
     }
 
     private func transaction<Result>(
-        on connection: PostgresConnection, binding: Binding, isolation: isolated (any Actor)?,
+        on connection: PostgresConnection, binding: Binding, schema: String?, isolation: isolated (any Actor)?,
         _ body: (PostgresConnection) async throws -> sending Result
     ) async throws -> sending Result {
         do {
@@ -294,7 +366,7 @@ public final class TenantDatabase: Sendable {
         }
         // From here on, every way out but a successful COMMIT rolls back.
         do {
-            try await bind(connection, binding)
+            try await bind(connection, binding, schema: schema)
         } catch .stale {
             await rollBack(connection)
             await close(connection)
@@ -342,16 +414,21 @@ public final class TenantDatabase: Sendable {
     /// The one round trip that binds the transaction: the secret, the account and the tenant as parameters,
     /// and the server's limits for this transaction (``transactionTimeout``; the server checks every second
     /// whether the client is still there, so a statement outlives a closed connection by a second at most).
-    private func bind(_ connection: PostgresConnection, _ binding: Binding) async throws(BindingFailure) {
+    /// In ``Isolation/rolePerTenant(_:)`` mode the tenant's schema becomes the transaction's `search_path`.
+    private func bind(_ connection: PostgresConnection, _ binding: Binding, schema: String?) async throws(BindingFailure) {
         let secret = ByteBuffer(bytes: secret.bytes)
         let timeout = String(timeoutMilliseconds)
         let check = String(min(timeoutMilliseconds, 1000))
+        // The schema's name is a plain identifier (TenantRoles.name(for:)); pg_catalog stays first, as always.
+        // Without one (row-level-security mode) the search_path is left as it is.
+        let searchPath = schema.map { "\"\($0)\"" }
         do {
             try await connection.perform("""
                 SELECT identity_rls.bind(\(binding.boundAccount), \(binding.boundTenant), \(secret)),
                        set_config('statement_timeout', \(timeout), true), set_config('lock_timeout', \(timeout), true),
                        set_config('idle_in_transaction_session_timeout', \(timeout), true),
-                       set_config('client_connection_check_interval', \(check), true)
+                       set_config('client_connection_check_interval', \(check), true),
+                       set_config('search_path', coalesce(\(searchPath), current_setting('search_path')), true)
                 """, logger: logger)
         } catch {
             let refused = TenantDatabaseError.from(error, operation: "binding the transaction")
@@ -385,6 +462,19 @@ public final class TenantDatabase: Sendable {
             logger.debug("closing the connection failed", metadata: ["error": "\(String(reflecting: error))"])
         }
     }
+}
+
+/// Whether a tenant's pool had its role checked during one `withTransaction` call.
+private final class RoleCheck: Sendable {
+    private let done: Atomic<Bool>
+
+    init(done: Bool) {
+        self.done = Atomic(done)
+    }
+
+    var isDone: Bool { done.load(ordering: .acquiring) }
+
+    func markDone() { done.store(true, ordering: .releasing) }
 }
 
 /// Closes a connection when a transaction's time is up; cancelled when the transaction ends first.
