@@ -37,7 +37,8 @@ import Synchronization
 /// colleagues share documents, and writes rows of its tenant only. Two restrictive policies of the example's own
 /// narrow writes further: an `INSERT` or `UPDATE` touches the caller's own rows only. The service role logs in,
 /// owns nothing, is no superuser, has no `BYPASSRLS`, may not create temporary tables or large objects nor
-/// signal backends, runs with `track_activities` off (`TenantDatabase.hardeningStatements`), and holds `SELECT`,
+/// signal backends, nor read other sessions' activity and statistics (`TenantDatabase.hardeningStatements`), is a
+/// member of no role, and holds `SELECT`,
 /// `INSERT` and `UPDATE` on the table (no `DELETE`, no `TRUNCATE`). The names of the database and roles are
 /// made here from a random suffix (``databaseName``), never from a request; the schema, table and column names
 /// are constants.
@@ -146,10 +147,10 @@ public final class DatabaseDocuments: Sendable {
             try await connection.run("CREATE DATABASE \(databaseName)")
         }
         try await administrator(database: databaseName) { connection in
-            // Temporary tables and large objects outlive the transaction, backend signals and pg_stat_activity's
-            // SQL text reach other tenants' requests: TenantDatabase.verify() refuses a service role that may use
-            // them.
-            for statement in try TenantDatabase.hardeningStatements(serviceRole: service, database: databaseName) {
+            // Temporary tables and large objects outlive the transaction, backend signals, other sessions' activity
+            // and the tables' statistics reach other tenants' requests: TenantDatabase.verify() refuses a service
+            // role that may use them.
+            for statement in try TenantDatabase.hardeningStatements(database: databaseName, owner: owner) {
                 try await connection.run(statement)
             }
             try await connection.run("REVOKE CREATE ON SCHEMA public FROM PUBLIC")

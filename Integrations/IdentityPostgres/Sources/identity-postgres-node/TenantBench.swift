@@ -29,7 +29,7 @@ struct TenantBench {
         try await admin { connection in
             for statement in [
                 "CREATE ROLE \(owner) NOLOGIN", "CREATE ROLE \(service) LOGIN PASSWORD '\(password)'",
-            ] + (try TenantDatabase.hardeningStatements(serviceRole: service, database: database)) + [
+            ] + (try TenantDatabase.hardeningStatements(database: database, owner: owner)) + [
                 "GRANT CREATE ON DATABASE \"\(database)\" TO \(owner)", "SET ROLE \(owner)",
             ] {
                 try await connection.execute(statement)

@@ -27,7 +27,7 @@ extension TenantBench {
         }
         do {
             try await admin(database: database) { connection in
-                for statement in try TenantDatabase.TenantRoles.hardeningStatements(database: database) {
+                for statement in try TenantDatabase.hardeningStatements(database: database, owner: owner) {
                     try await connection.execute(statement)
                 }
                 try await connection.execute("GRANT CREATE ON DATABASE \(database) TO \(owner)")

@@ -29,11 +29,12 @@ extension FleetTests {
             SELECT coalesce(current_setting('stash.rows', true), '') || '|'
                 || coalesce((SELECT string_agg(statement, ',') FROM pg_prepared_statements WHERE from_sql), '') || '|'
                 || (SELECT count(*) FROM pg_listening_channels())::text || '|'
-                || (SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND pid = pg_backend_pid())::text || '|'
+                -- pg_locks is not readable: releasing the lock tells whether this session held it.
+                || pg_advisory_unlock(4242)::text || '|'
                 || (SELECT count(*) FROM pg_cursors WHERE name <> '')::text || '|'
                 || (current_setting('application_name') = 'stash')::text
             """
-        static let cleanSession = "||0|0|0|false"
+        static let cleanSession = "||0|false|0|false"
 
         @Test("what a body leaves in its session (settings, prepared statements, listeners, advisory locks, held cursors) is gone for the next tenant and for an unbound query")
         func sessionLeftoversDoNotReachTheNextTenant() async throws {
@@ -46,14 +47,15 @@ extension FleetTests {
                 try await under(Self.alice) {
                     try await database.withTransaction { connection in try await connection.run(sql: leftover) }
                 }
-                let seenByBob = try await under(Self.bob) {
-                    try await database.withTransaction { connection in try await connection.values(Self.sessionProbe, as: String.self) }
-                }
-                #expect(seenByBob == [Self.cleanSession], "after \(leftover)")
+                // The pool's only connection is the one Alice's transaction used.
                 let seenUnbound = try await fixture.client.withConnection { connection in
                     try await connection.values(Self.sessionProbe, as: String.self)
                 }
                 #expect(seenUnbound == [Self.cleanSession], "after \(leftover)")
+                let seenByBob = try await under(Self.bob) {
+                    try await database.withTransaction { connection in try await connection.values(Self.sessionProbe, as: String.self) }
+                }
+                #expect(seenByBob == [Self.cleanSession], "after \(leftover)")
             }
             // The same when the body failed after leaving it: the rollback is followed by the reset too.
             for leftover in Self.leftovers {
@@ -70,6 +72,42 @@ extension FleetTests {
                 }
                 #expect(seenByBob == [Self.cleanSession], "after a failed body with \(leftover)")
             }
+        }
+
+        @Test("names of custom settings, which no reset clears, never reach another tenant: a connection serves one tenant")
+        func connectionsServeOneTenant() async throws {
+            let fixture = try await TenantFixture.make(maximumConnections: 1)
+            defer { fixture.shutdown() }
+            let database = fixture.database
+            try await under(Self.alice) { try await TenantDatabaseTests.insert(database, "alice-secret") }
+            // Each byte of Alice's rows becomes the name of a setting, local and rolled back: the session keeps
+            // the names for its lifetime, and neither RESET ALL nor DISCARD ALL removes them.
+            let aliceBackend = try await under(Self.alice) {
+                try await database.withTransaction { connection in
+                    try await connection.run(sql: """
+                        SELECT count(set_config('stash.c' || i || '_' || get_byte(convert_to(s.b, 'UTF8'), i - 1), '', true))
+                        FROM (SELECT string_agg(body, ',') AS b FROM app.documents) s,
+                             generate_series(1, octet_length(s.b)) i
+                        """)
+                    return try await connection.values("SELECT pg_backend_pid()", as: Int32.self)
+                }
+            }
+            let (found, bobBackend) = try await under(Self.bob) {
+                try await database.withTransaction { connection in
+                    (try await connection.values("""
+                        SELECT count(*)::int FROM generate_series(1, 12) i, generate_series(0, 255) b
+                        WHERE current_setting('stash.c' || i || '_' || b, true) IS NOT NULL
+                        """, as: Int.self),
+                     try await connection.values("SELECT pg_backend_pid()", as: Int32.self))
+                }
+            }
+            #expect(found == [0])
+            #expect(bobBackend != aliceBackend)
+            // Alice's next transaction may use Bob's connection no more than Bob could use hers.
+            let again = try await under(Self.alice) {
+                try await database.withTransaction { connection in try await connection.values("SELECT pg_backend_pid()", as: Int32.self) }
+            }
+            #expect(again != bobBackend)
         }
 
         @Test("a connection carrying state the reset did not clear is not bound: it is closed and another one binds")
@@ -108,7 +146,7 @@ extension FleetTests {
             #expect(visible == ["b\u{00FC}cher.example/shared"])
         }
 
-        @Test("a body cannot make large objects, cancel or terminate another tenant's backend, or read its SQL text")
+        @Test("a body cannot make large objects, cancel or terminate another tenant's backend, or read activity, locks, statistics or role settings")
         func noReachIntoOtherSessions() async throws {
             let fixture = try await TenantFixture.make(maximumConnections: 2)
             defer { fixture.shutdown() }
@@ -133,6 +171,14 @@ extension FleetTests {
                 ("SELECT lo_create(0)", "42501"),
                 ("SELECT pg_cancel_backend(\(bobPID))", "42501"),
                 ("SELECT pg_terminate_backend(\(bobPID))", "42501"),
+                ("SELECT query FROM pg_stat_activity", "42501"),
+                ("SELECT application_name FROM pg_stat_activity", "42501"),
+                ("SELECT * FROM pg_locks", "42501"),
+                ("SELECT n_tup_ins FROM pg_stat_user_tables", "42501"),
+                ("SELECT reltuples FROM pg_class", "42501"),
+                ("SELECT pg_relation_size('app.documents')", "42501"),
+                ("SELECT rolconfig FROM pg_roles", "42501"),
+                ("SELECT identity_rls.end_backend(\(bobPID), '\\x00')", "42501"),
             ]
             for (sql, state) in attempts {
                 do {
@@ -144,14 +190,6 @@ extension FleetTests {
                     #expect(sqlState(of: error) == state, "\(sql): \(error)")
                 }
             }
-            let seenText = try await under(Self.alice) {
-                try await database.withTransaction { connection in
-                    try await connection.values(
-                        "SELECT coalesce(string_agg(query, ' '), '') FROM pg_stat_activity WHERE pid <> pg_backend_pid()",
-                        as: String.self)
-                }
-            }
-            #expect(!(seenText.first ?? "").contains("bob-literal-secret"))
             // Bob's request was neither cancelled nor killed.
             try await bob.value
         }
@@ -184,7 +222,7 @@ extension FleetTests {
             #expect(try await under(Self.alice) { try await TenantDatabaseTests.visible(database) } == ["contoso.com/after"])
         }
 
-        @Test("a tenant holding a table lock past the timeout stalls another tenant's request for no longer than the timeout")
+        @Test("a tenant holding a table lock past the timeout, ignoring every limit, stalls another tenant's request for no longer than the timeout, and its backend is ended")
         func lockHeldByAnotherTenantDoesNotHang() async throws {
             let fixture = try await TenantFixture.make(maximumConnections: 2)
             defer { fixture.shutdown() }
@@ -196,10 +234,20 @@ extension FleetTests {
             let attacker = Task {
                 try await under(Self.alice) {
                     try await database.withTransaction { connection in
-                        try await connection.run(sql: "SET LOCAL statement_timeout = 0")
                         try await connection.run(sql: "LOCK TABLE app.documents IN ACCESS EXCLUSIVE MODE")
                         locked.withLockedValue { $0 = true }
-                        try await connection.run(sql: "SELECT pg_sleep(60)")
+                        // One statement that turns off every limit of its session and swallows cancellation:
+                        // only ending its backend from outside stops it.
+                        try await connection.run(sql: """
+                            DO $$ BEGIN
+                                PERFORM set_config('statement_timeout', '0', true),
+                                        set_config('client_connection_check_interval', '0', true),
+                                        set_config('idle_in_transaction_session_timeout', '0', true);
+                                FOR i IN 1..600 LOOP
+                                    BEGIN PERFORM pg_sleep(0.1); EXCEPTION WHEN query_canceled THEN NULL; END;
+                                END LOOP;
+                            END $$
+                            """)
                     }
                 }
             }

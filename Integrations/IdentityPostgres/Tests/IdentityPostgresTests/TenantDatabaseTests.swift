@@ -322,7 +322,7 @@ extension FleetTests {
             #expect(rows == ["committed"])
         }
 
-        @Test("verify() refuses a superuser, BYPASSRLS, an owned or unforced table, TRUNCATE, a missing guard, a readable key, a missing schema, large objects, backend signals, SQL text in pg_stat_activity")
+        @Test("verify() refuses a superuser, BYPASSRLS, any membership, CREATE, an owned or unforced table, TRUNCATE, a missing guard, a readable key, a missing schema, large objects, backend signals, activity and statistics, no way to end a backend")
         func verifyRefusesUnsafeSetUps() async throws {
             let fixture = try await TenantFixture.make(verify: false)
             defer { fixture.shutdown() }
@@ -361,7 +361,18 @@ extension FleetTests {
                 ("GRANT EXECUTE ON FUNCTION pg_catalog.pg_cancel_backend(integer) TO PUBLIC",
                  "REVOKE EXECUTE ON FUNCTION pg_catalog.pg_cancel_backend(integer) FROM PUBLIC", true),
                 ("GRANT pg_signal_backend TO \(service)", "REVOKE pg_signal_backend FROM \(service)", true),
-                ("GRANT SET ON PARAMETER track_activities TO \(service)", "REVOKE SET ON PARAMETER track_activities FROM \(service)", true),
+                ("GRANT EXECUTE ON FUNCTION pg_catalog.pg_lock_status() TO \(service)",
+                 "REVOKE EXECUTE ON FUNCTION pg_catalog.pg_lock_status() FROM \(service)", true),
+                ("GRANT EXECUTE ON FUNCTION pg_catalog.pg_stat_get_activity(integer) TO PUBLIC",
+                 "REVOKE EXECUTE ON FUNCTION pg_catalog.pg_stat_get_activity(integer) FROM PUBLIC", true),
+                ("GRANT SELECT ON pg_catalog.pg_class TO \(service)", "REVOKE SELECT ON pg_catalog.pg_class FROM \(service)", true),
+                ("GRANT SELECT ON pg_catalog.pg_db_role_setting TO PUBLIC", "REVOKE SELECT ON pg_catalog.pg_db_role_setting FROM PUBLIC", true),
+                ("GRANT CREATE ON SCHEMA public TO PUBLIC", "REVOKE CREATE ON SCHEMA public FROM PUBLIC", true),
+                ("GRANT CREATE ON DATABASE \(try #require(fixture.configuration.database)) TO \(service)",
+                 "REVOKE CREATE ON DATABASE \(try #require(fixture.configuration.database)) FROM \(service)", true),
+                ("DO $$ BEGIN CREATE ROLE helper_\(service) NOLOGIN NOINHERIT; GRANT helper_\(service) TO \(service); END $$",
+                 "DROP ROLE helper_\(service)", true),
+                ("REVOKE pg_signal_backend FROM \(owner)", "GRANT pg_signal_backend TO \(owner)", true),
             ]
             for (change, undo, superuser) in cases {
                 let run: (String) async throws -> Void = { sql in

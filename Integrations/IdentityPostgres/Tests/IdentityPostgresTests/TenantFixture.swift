@@ -41,7 +41,7 @@ final class TenantFixture: Sendable {
         try await TestDatabase.admin(configuration) { connection in
             // Temporary tables, large objects, backend signals and other sessions' SQL text reach past a
             // transaction: TenantDatabase.verify() refuses a role that may use them.
-            for statement in try TenantDatabase.hardeningStatements(serviceRole: service, database: databaseName) {
+            for statement in try TenantDatabase.hardeningStatements(database: databaseName, owner: owner) {
                 try await connection.run(sql: statement)
             }
             try await connection.run(sql: "GRANT CREATE ON DATABASE \(databaseName) TO \(owner)")

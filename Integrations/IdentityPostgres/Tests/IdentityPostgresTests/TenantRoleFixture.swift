@@ -56,7 +56,7 @@ final class TenantRoleFixture: Sendable {
         let tables = tableStatements
             + (try TenantDatabase.rowLevelSecurity(table: "notes", tenantColumn: "tenant", accountColumn: "account"))
         try await TestDatabase.admin(configuration) { connection in
-            for statement in try TenantDatabase.TenantRoles.hardeningStatements(database: databaseName) {
+            for statement in try TenantDatabase.hardeningStatements(database: databaseName, owner: owner) {
                 try await connection.run(sql: statement)
             }
             try await connection.run(sql: "GRANT CREATE ON DATABASE \(databaseName) TO \(owner)")

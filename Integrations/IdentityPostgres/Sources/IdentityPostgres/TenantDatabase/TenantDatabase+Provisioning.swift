@@ -3,59 +3,6 @@ import IdentityRuntime
 import Logging
 import PostgresNIO
 
-extension TenantDatabase.TenantRoles {
-    /// The statements a superuser runs once per database for the role-per-tenant mode, so that a tenant role's
-    /// SQL learns nothing of other tenants from the shared catalogs and cannot keep data past its transaction:
-    ///
-    /// - `TEMPORARY` on the database and the large-object functions revoked from `PUBLIC` (both outlive a
-    ///   transaction);
-    /// - the statistics, activity, lock and size functions (`pg_stat_get_*`, `pg_lock_status`,
-    ///   `pg_blocking_pids`, `pg_relation_size` and its kin) revoked from `PUBLIC`, so `pg_stat_activity`,
-    ///   `pg_stat_user_tables` and `pg_locks` answer "permission denied";
-    /// - `pg_class` readable by `PUBLIC` without its row counts and sizes (`reltuples`, `relpages`,
-    ///   `relallvisible`), `pg_roles` without the roles' settings (`rolconfig`), `pg_db_role_setting` not at all:
-    ///   a role may store text in its own defaults (`ALTER ROLE CURRENT_USER SET`), and no other tenant reads it.
-    ///
-    /// They hold for every role of that database; grant back to an operator's role what it needs. Tools that
-    /// read the whole of `pg_class` or `pg_roles` (`psql`'s `\d`, `\du`) need such a role.
-    /// - Throws: ``TenantDatabaseError/invalidIdentifier(_:)`` when `database` is not a plain identifier.
-    public static func hardeningStatements(database: String) throws(TenantDatabaseError) -> [String] {
-        let database = try SQLIdentifier(database).quoted
-        let classColumns = [
-            "oid", "relname", "relnamespace", "reltype", "reloftype", "relowner", "relam", "relkind", "relnatts",
-            "relhasindex", "relisshared", "relpersistence", "relchecks", "relhasrules", "relhastriggers",
-            "relhassubclass", "relrowsecurity", "relforcerowsecurity", "relispopulated", "relreplident",
-            "relispartition", "relacl", "reloptions",
-        ]
-        let roleColumns = [
-            "oid", "rolname", "rolsuper", "rolinherit", "rolcreaterole", "rolcreatedb", "rolcanlogin",
-            "rolreplication", "rolconnlimit", "rolvaliduntil", "rolbypassrls",
-        ]
-        let functions = ["pg_lock_status", "pg_blocking_pids", "pg_safe_snapshot_blocking_pids", "pg_relation_size",
-                         "pg_total_relation_size", "pg_table_size", "pg_indexes_size", "pg_relation_filenode",
-                         "pg_relation_filepath"]
-        return [
-            "REVOKE TEMPORARY ON DATABASE \(database) FROM PUBLIC",
-            "REVOKE EXECUTE ON FUNCTION \(TenantDatabase.largeObjectCreators.map { "pg_catalog.\($0)" }.joined(separator: ", ")) FROM PUBLIC",
-            """
-            DO $$ DECLARE f regprocedure; BEGIN
-                FOR f IN SELECT p.oid::regprocedure FROM pg_catalog.pg_proc p
-                         WHERE p.pronamespace = 'pg_catalog'::regnamespace
-                           AND (p.proname LIKE 'pg\\_stat\\_get\\_%' OR p.proname IN (\(functions.map { "'\($0)'" }.joined(separator: ", "))))
-                LOOP
-                    EXECUTE format('REVOKE EXECUTE ON FUNCTION %s FROM PUBLIC', f);
-                END LOOP;
-            END $$
-            """,
-            "REVOKE SELECT ON pg_catalog.pg_class FROM PUBLIC",
-            "GRANT SELECT (\(classColumns.joined(separator: ", "))) ON pg_catalog.pg_class TO PUBLIC",
-            "REVOKE SELECT ON pg_catalog.pg_roles FROM PUBLIC",
-            "GRANT SELECT (\(roleColumns.joined(separator: ", "))) ON pg_catalog.pg_roles TO PUBLIC",
-            "REVOKE SELECT ON pg_catalog.pg_db_role_setting FROM PUBLIC",
-        ]
-    }
-}
-
 extension TenantDatabase {
     /// The statements that give `tenant` its login role and schema, both named `roles.name(for: tenant)`: the
     /// role (`LOGIN` with `roles.password(for:)`, no other attribute, a member of no role), the schema owned by
@@ -88,7 +35,7 @@ extension TenantDatabase {
             "GRANT USAGE ON SCHEMA \(schemaName) TO \(name)",
             """
             GRANT EXECUTE ON FUNCTION \(schemaName).bind(text, text, bytea), \(schemaName).current_tenant(),
-                \(schemaName).current_account(), \(schemaName).reset_session() TO \(name)
+                \(schemaName).current_account(), \(schemaName).reset_session(), \(schemaName).end_backend(integer, bytea) TO \(name)
             """,
         ]
     }

@@ -189,40 +189,94 @@ extension TenantDatabase {
             $$
             """,
             "REVOKE ALL ON FUNCTION \(schema).reset_session() FROM PUBLIC",
+            // Ends a backend of the caller's own role that outlived its transaction's deadline: the runtime calls
+            // it with the secret from another connection, because a statement can ignore every timeout its own
+            // session sets. Its owner needs pg_signal_backend (hardeningStatements(database:owner:)).
+            """
+            CREATE OR REPLACE FUNCTION \(schema).end_backend(backend integer, secret bytea) RETURNS boolean
+            LANGUAGE plpgsql VOLATILE SECURITY DEFINER \(pinned) AS $$
+            BEGIN
+                IF secret IS NULL OR NOT EXISTS (SELECT 1 FROM \(schema).binding_key WHERE verifier = sha256(secret)) THEN
+                    RAISE EXCEPTION 'identity binding refused' USING ERRCODE = '42501';
+                END IF;
+                RETURN EXISTS (SELECT 1 FROM pg_stat_activity a WHERE a.pid = backend AND a.usename = session_user)
+                    AND pg_terminate_backend(backend);
+            END
+            $$
+            """,
+            "REVOKE ALL ON FUNCTION \(schema).end_backend(integer, bytea) FROM PUBLIC",
             "GRANT USAGE ON SCHEMA \(schema) TO \(service)",
             """
             GRANT EXECUTE ON FUNCTION \(schema).bind(text, text, bytea), \(schema).current_tenant(),
-                \(schema).current_account(), \(schema).reset_session() TO \(service)
+                \(schema).current_account(), \(schema).reset_session(), \(schema).end_backend(integer, bytea) TO \(service)
             """,
         ]
     }
 
-    /// The statements a superuser runs once per database (and once per service role) so that SQL sent through
-    /// the service's role cannot reach past a transaction or into another tenant's requests by the ways
-    /// row-level security does not cover; ``verify()`` refuses a set-up without them:
+    /// The statements a superuser runs once per database, in either mode, so that SQL a request sends cannot
+    /// reach past its transaction or into another tenant's requests by the ways row-level security and schema
+    /// privileges do not cover; ``verify()`` (and, per tenant role, the role-per-tenant check) refuses a set-up
+    /// without them:
     ///
-    /// ```sql
-    /// REVOKE TEMPORARY ON DATABASE "app" FROM PUBLIC                 -- temporary tables outlive a transaction
-    /// REVOKE EXECUTE ON FUNCTION pg_catalog.lo_create(oid), ... FROM PUBLIC   -- large objects outlive it too
-    /// REVOKE EXECUTE ON FUNCTION pg_catalog.pg_cancel_backend(integer),
-    ///     pg_catalog.pg_terminate_backend(integer, bigint) FROM PUBLIC -- every request runs as the same role
-    /// ALTER ROLE "app_service" IN DATABASE "app" SET track_activities = off  -- no SQL text in pg_stat_activity
-    /// ```
+    /// - `TEMPORARY` on the database and the large-object functions revoked from `PUBLIC`: both outlive a
+    ///   transaction;
+    /// - `pg_cancel_backend` and `pg_terminate_backend` revoked from `PUBLIC`: they reach every backend of the same
+    ///   role, so every other tenant's request in row-level-security mode;
+    /// - the statistics, activity, lock and size functions (`pg_stat_get_*`, `pg_lock_status`, `pg_blocking_pids`,
+    ///   `pg_relation_size` and its kin) revoked from `PUBLIC`, so that `pg_stat_activity`, `pg_stat_user_tables`
+    ///   and `pg_locks` answer "permission denied": they show other requests' SQL text, what they lock (an
+    ///   advisory lock's key can carry data) and how many rows each table holds;
+    /// - `pg_class` readable without its row counts and sizes (`reltuples`, `relpages`, `relallvisible`),
+    ///   `pg_roles` without the roles' settings (`rolconfig`), `pg_db_role_setting` not at all;
+    /// - `owner` may end a backend that outlived its transaction's deadline (`pg_signal_backend`, and the two
+    ///   functions it needs), which ``TenantDatabase`` asks through `identity_rls.end_backend` with the binding
+    ///   secret.
     ///
-    /// The `REVOKE`s hold for every role of the database: grant the functions back to a role that needs them
-    /// (an operator's, never the service's). `track_activities` can be set by a superuser only, so the service's
-    /// SQL cannot turn it back on; `pg_stat_activity` then shows the service's sessions without their statements.
+    /// The revocations hold for every role of the database; grant back to an operator's role what it needs
+    /// (tools that read the whole of `pg_class` or `pg_roles`, such as `psql`'s `\d` and `\du`, need one).
     ///
-    /// - Throws: ``TenantDatabaseError/invalidIdentifier(_:)`` when `serviceRole` or `database` is not a plain
+    /// - Throws: ``TenantDatabaseError/invalidIdentifier(_:)`` when `database` or `owner` is not a plain
     ///   identifier.
-    public static func hardeningStatements(serviceRole: String, database: String) throws(TenantDatabaseError) -> [String] {
-        let service = try SQLIdentifier(serviceRole).quoted
+    public static func hardeningStatements(database: String, owner: String) throws(TenantDatabaseError) -> [String] {
         let database = try SQLIdentifier(database).quoted
+        let owner = try SQLIdentifier(owner).quoted
+        let classColumns = [
+            "oid", "relname", "relnamespace", "reltype", "reloftype", "relowner", "relam", "relkind", "relnatts",
+            "relhasindex", "relisshared", "relpersistence", "relchecks", "relhasrules", "relhastriggers",
+            "relhassubclass", "relrowsecurity", "relforcerowsecurity", "relispopulated", "relreplident",
+            "relispartition", "relacl", "reloptions",
+        ]
+        let roleColumns = [
+            "oid", "rolname", "rolsuper", "rolinherit", "rolcreaterole", "rolcreatedb", "rolcanlogin",
+            "rolreplication", "rolconnlimit", "rolvaliduntil", "rolbypassrls",
+        ]
+        let functions = ["pg_lock_status", "pg_blocking_pids", "pg_safe_snapshot_blocking_pids", "pg_relation_size",
+                         "pg_total_relation_size", "pg_table_size", "pg_indexes_size", "pg_relation_filenode",
+                         "pg_relation_filepath"]
+        func qualified(_ functions: [String]) -> String {
+            functions.map { "pg_catalog.\($0)" }.joined(separator: ", ")
+        }
         return [
             "REVOKE TEMPORARY ON DATABASE \(database) FROM PUBLIC",
-            "REVOKE EXECUTE ON FUNCTION \(largeObjectCreators.map { "pg_catalog.\($0)" }.joined(separator: ", ")) FROM PUBLIC",
-            "REVOKE EXECUTE ON FUNCTION \(backendSignals.map { "pg_catalog.\($0)" }.joined(separator: ", ")) FROM PUBLIC",
-            "ALTER ROLE \(service) IN DATABASE \(database) SET track_activities = off",
+            "REVOKE EXECUTE ON FUNCTION \(qualified(largeObjectCreators)) FROM PUBLIC",
+            "REVOKE EXECUTE ON FUNCTION \(qualified(backendSignals)) FROM PUBLIC",
+            """
+            DO $$ DECLARE f regprocedure; BEGIN
+                FOR f IN SELECT p.oid::regprocedure FROM pg_catalog.pg_proc p
+                         WHERE p.pronamespace = 'pg_catalog'::regnamespace
+                           AND (p.proname LIKE 'pg\\_stat\\_get\\_%' OR p.proname IN (\(functions.map { "'\($0)'" }.joined(separator: ", "))))
+                LOOP
+                    EXECUTE format('REVOKE EXECUTE ON FUNCTION %s FROM PUBLIC', f);
+                END LOOP;
+            END $$
+            """,
+            "REVOKE SELECT ON pg_catalog.pg_class FROM PUBLIC",
+            "GRANT SELECT (\(classColumns.joined(separator: ", "))) ON pg_catalog.pg_class TO PUBLIC",
+            "REVOKE SELECT ON pg_catalog.pg_roles FROM PUBLIC",
+            "GRANT SELECT (\(roleColumns.joined(separator: ", "))) ON pg_catalog.pg_roles TO PUBLIC",
+            "REVOKE SELECT ON pg_catalog.pg_db_role_setting FROM PUBLIC",
+            "GRANT pg_signal_backend TO \(owner)",
+            "GRANT EXECUTE ON FUNCTION pg_catalog.pg_terminate_backend(integer, bigint), pg_catalog.pg_stat_get_activity(integer) TO \(owner)",
         ]
     }
 
@@ -230,6 +284,12 @@ extension TenantDatabase {
     static let largeObjectCreators = ["lo_create(oid)", "lo_creat(integer)", "lo_from_bytea(oid, bytea)", "lo_import(text)", "lo_import(text, oid)"]
     /// The functions that stop another backend of the same role.
     static let backendSignals = ["pg_cancel_backend(integer)", "pg_terminate_backend(integer, bigint)"]
+    /// Functions that show other sessions' SQL text, locks and tables' row counts and sizes (a sample of those
+    /// ``hardeningStatements(database:owner:)`` revokes, which ``verify()`` checks).
+    static let activityFunctions = [
+        "pg_stat_get_activity(integer)", "pg_stat_get_backend_activity(integer)", "pg_lock_status()",
+        "pg_stat_get_tuples_inserted(oid)", "pg_stat_get_live_tuples(oid)", "pg_relation_size(regclass)",
+    ]
 
     /// Creates or updates the binding schema (``installationStatements(serviceRole:)``) and stores the
     /// verifier of `secret` with two new random MAC keys, in one transaction on `connection`.

@@ -8,18 +8,24 @@ extension TenantDatabase {
     ///
     /// It refuses (``TenantDatabaseError/unsafeConfiguration(reason:)``) when:
     /// - the role, or a role it is a member of (directly or not, also through the session user), is a superuser
-    ///   or has `BYPASSRLS`;
+    ///   or has `BYPASSRLS`; or the role is a member of any role at all (privileges reached by `SET ROLE` through
+    ///   a membership are not the role's own, so they would go unchecked);
+    /// - the role may create objects in the database or in any schema (a table there outlives the transaction,
+    ///   and a function there could stand in for one the runtime calls);
     /// - the role may create temporary tables (`TEMPORARY` on the database, which `PUBLIC` has by default): a
     ///   temporary table outlives the transaction and would carry one request's rows to the next on the
     ///   connection;
     /// - the role may create large objects (`lo_create`, `lo_creat`, `lo_from_bytea`, `lo_import`, which
-    ///   `PUBLIC` may call by default) or read or write one: a large object outlives the transaction and every
-    ///   connection, and any session of the role reads it by its ID;
+    ///   `PUBLIC` may call by default) or read or write one, or `lo_compat_privileges` is on: a large object
+    ///   outlives the transaction and every connection, and any session of the role reads it by its ID;
     /// - the role may cancel or terminate backends (`pg_cancel_backend`, `pg_terminate_backend`, which `PUBLIC`
     ///   may call by default and which reach every backend of the same role, so every other tenant's request;
     ///   or membership in `pg_signal_backend`);
-    /// - `track_activities` is on for the role's sessions, or the role may change it: `pg_stat_activity` would
-    ///   show it the SQL text, literals included, of every request the other connections of the pool run;
+    /// - the role may read other sessions' activity, locks or table statistics (`pg_stat_get_*`,
+    ///   `pg_lock_status`, the size functions, `pg_class`'s counts) or the roles' settings: they show other
+    ///   requests' SQL text and what they lock, and count every tenant's rows;
+    /// - the runtime could not end a backend that outlives its deadline (`identity_rls.end_backend` not callable,
+    ///   or the schema's owner not a member of `pg_signal_backend`);
     /// - the binding schema is missing, the role may create objects in it, is a member of its owner, may read
     ///   or change the binding key, or may call the MAC helper; or the role may not call `identity_rls.bind`;
     /// - a function in the schema is not `SECURITY DEFINER` or not owned by the schema's owner;
@@ -28,9 +34,11 @@ extension TenantDatabase {
     ///   member of (its owner could turn the policies off), or may be truncated by the role (`TRUNCATE` ignores
     ///   row-level security).
     ///
+    /// ``hardeningStatements(database:owner:)`` closes the stores, signals and catalogs above.
+    ///
     /// In ``Isolation/rolePerTenant(_:)`` mode there is no shared role to check: `verify()` only records that
-    /// start-up checked the configuration, and each tenant's pool checks its role before it serves that tenant's
-    /// first transaction (``TenantDatabase/provision(_:roles:tables:on:logger:)`` lists what is refused).
+    /// start-up checked the configuration, and each tenant's pool checks its role (the same session checks, and
+    /// its schema's) before it serves that tenant's first transaction.
     ///
     /// > Note: It checks the set-up as it is now. Changing roles or tables later (as their owner) is not
     /// > noticed until the next `verify()`.
@@ -54,40 +62,54 @@ extension TenantDatabase {
         verified.store(true, ordering: .releasing)
     }
 
-    /// The stores and signals that reach past one transaction of the role: large objects, other backends,
-    /// other sessions' SQL text (``hardeningStatements(serviceRole:database:)`` closes them).
-    private func verifySessionReach(on connection: PostgresConnection) async throws {
+    /// The stores, signals and catalogs that reach past one transaction of the session's role, whatever the mode:
+    /// memberships, objects it may create, temporary tables, large objects, other backends, other sessions'
+    /// activity and statistics, the roles' settings, and the runtime's way to end a backend past its deadline.
+    func verifySessionReach(on connection: PostgresConnection) async throws {
         func unsafe(_ reason: String) -> TenantDatabaseError { .unsafeConfiguration(reason: reason) }
-        let fix = "run TenantDatabase.hardeningStatements(serviceRole:database:) as a superuser"
-        for function in Self.largeObjectCreators {
+        let fix = "run TenantDatabase.hardeningStatements(database:owner:) as a superuser"
+        let functions = Self.largeObjectCreators.map { ($0, "a large object outlives the transaction") }
+            + Self.backendSignals.map { ($0, "it reaches every backend of the role, so other tenants' requests") }
+            + Self.activityFunctions.map { ($0, "it shows other requests' SQL text, locks or row counts") }
+        for (function, why) in functions {
             let rows = try await connection.query(
                 "SELECT has_function_privilege(current_user, \("pg_catalog." + function), 'EXECUTE')", logger: logger).collect()
-            if try rows.first?.decode(Bool.self) ?? true {
-                throw unsafe("the role may call \(function), and a large object outlives the transaction: \(fix)")
-            }
-        }
-        for function in Self.backendSignals {
-            let rows = try await connection.query(
-                "SELECT has_function_privilege(current_user, \("pg_catalog." + function), 'EXECUTE')", logger: logger).collect()
-            if try rows.first?.decode(Bool.self) ?? true {
-                throw unsafe("the role may call \(function), which reaches every backend of the role, so other tenants' requests: \(fix)")
-            }
+            if try rows.first?.decode(Bool.self) ?? true { throw unsafe("the role may call \(function): \(why): \(fix)") }
         }
         let rows = try await connection.query("""
-            SELECT pg_has_role(current_user, 'pg_signal_backend', 'MEMBER') OR pg_has_role(session_user, 'pg_signal_backend', 'MEMBER'),
-                   EXISTS (SELECT 1 FROM pg_largeobject_metadata m
+            SELECT EXISTS (SELECT 1 FROM pg_catalog.pg_auth_members m JOIN pg_catalog.pg_roles r ON r.oid = m.member
+                           WHERE r.rolname = current_user OR r.rolname = session_user),
+                   has_database_privilege(current_database(), 'CREATE')
+                       OR EXISTS (SELECT 1 FROM pg_catalog.pg_namespace n WHERE has_schema_privilege(n.oid, 'CREATE')),
+                   has_database_privilege(current_database(), 'TEMPORARY'),
+                   EXISTS (SELECT 1 FROM pg_catalog.pg_largeobject_metadata m
                            WHERE pg_has_role(current_user, m.lomowner, 'MEMBER')
-                              OR EXISTS (SELECT 1 FROM aclexplode(m.lomacl) a
-                                         WHERE a.grantee = 0 OR pg_has_role(current_user, a.grantee, 'MEMBER'))),
-                   current_setting('track_activities') <> 'off',
-                   has_parameter_privilege(current_user, 'track_activities', 'SET')
+                              OR EXISTS (SELECT 1 FROM pg_catalog.aclexplode(m.lomacl) a
+                                         WHERE a.grantee = 0 OR pg_has_role(current_user, a.grantee, 'MEMBER')))
+                       OR pg_catalog.current_setting('lo_compat_privileges') <> 'off',
+                   has_column_privilege('pg_catalog.pg_class', 'reltuples', 'SELECT')
+                       OR has_column_privilege('pg_catalog.pg_class', 'relpages', 'SELECT'),
+                   has_table_privilege('pg_catalog.pg_db_role_setting', 'SELECT')
+                       OR has_column_privilege('pg_catalog.pg_roles', 'rolconfig', 'SELECT'),
+                   to_regprocedure('identity_rls.end_backend(integer, bytea)') IS NOT NULL
+                       AND has_function_privilege('identity_rls.end_backend(integer, bytea)', 'EXECUTE')
+                       AND EXISTS (SELECT 1 FROM pg_catalog.pg_namespace n WHERE n.nspname = 'identity_rls'
+                                   AND pg_has_role(n.nspowner, 'pg_signal_backend', 'MEMBER'))
             """, logger: logger).collect()
         guard let row = rows.first else { throw unsafe("the session checks returned nothing") }
-        let (signals, largeObjects, tracked, mayTrack) = try row.decode((Bool, Bool, Bool, Bool).self)
-        if signals { throw unsafe("the role is a member of pg_signal_backend, which may stop other tenants' requests") }
-        if largeObjects { throw unsafe("the role may read or write a large object, which outlives the transaction: drop it or revoke the role's access") }
-        if tracked { throw unsafe("track_activities is on for the role: pg_stat_activity shows it other requests' SQL: \(fix)") }
-        if mayTrack { throw unsafe("the role may set track_activities, so turn pg_stat_activity's SQL text back on") }
+        let (member, mayCreate, mayTemporary, largeObjects, counts, settings, mayEnd)
+            = try row.decode((Bool, Bool, Bool, Bool, Bool, Bool, Bool).self)
+        if member { throw unsafe("the role is a member of another role (SET ROLE would reach privileges not checked here)") }
+        if mayCreate { throw unsafe("the role may create objects in the database or in a schema") }
+        if mayTemporary {
+            throw unsafe("the role may create temporary tables, which outlive a transaction on a pooled connection: REVOKE TEMPORARY ON DATABASE ... FROM PUBLIC")
+        }
+        if largeObjects { throw unsafe("the role may read or write a large object (or lo_compat_privileges is on), which outlives the transaction") }
+        if counts { throw unsafe("the role may read pg_class's row counts: \(fix)") }
+        if settings { throw unsafe("the role may read the roles' settings: \(fix)") }
+        if !mayEnd {
+            throw unsafe("the runtime could not end a backend past its deadline (identity_rls.end_backend, its owner in pg_signal_backend): reinstall the schema and \(fix)")
+        }
     }
 
     /// Checks, on a connection of a tenant's pool, that its login role reaches nothing beyond its own schema:
@@ -105,39 +127,23 @@ extension TenantDatabase {
         let rows = try await connection.query("""
             SELECT session_user = \(role) AND current_user = \(role),
                    r.rolsuper OR r.rolbypassrls OR r.rolcreaterole OR r.rolcreatedb OR r.rolreplication,
-                   EXISTS (SELECT 1 FROM pg_auth_members m WHERE m.member = r.oid),
-                   has_database_privilege(current_database(), 'CREATE'),
-                   has_database_privilege(current_database(), 'TEMPORARY'),
-                   EXISTS (SELECT 1 FROM pg_namespace n WHERE has_schema_privilege(n.oid, 'CREATE')),
-                   EXISTS (SELECT 1 FROM pg_namespace n WHERE starts_with(n.nspname, \(roles.prefix + "_"))
+                   EXISTS (SELECT 1 FROM pg_catalog.pg_namespace n WHERE starts_with(n.nspname, \(roles.prefix + "_"))
                            AND n.nspname <> \(role) AND has_schema_privilege(n.oid, 'USAGE')),
-                   coalesce((SELECT n.nspowner = (SELECT o.oid FROM pg_roles o WHERE o.rolname = \(roles.owner))
-                             FROM pg_namespace n WHERE n.nspname = \(role)), false),
-                   has_function_privilege('pg_catalog.lo_create(oid)', 'EXECUTE')
-                       OR has_function_privilege('pg_catalog.lo_creat(integer)', 'EXECUTE')
-                       OR has_function_privilege('pg_catalog.lo_from_bytea(oid, bytea)', 'EXECUTE'),
-                   has_function_privilege('pg_catalog.pg_stat_get_activity(integer)', 'EXECUTE')
-                       OR has_function_privilege('pg_catalog.pg_lock_status()', 'EXECUTE')
-                       OR has_function_privilege('pg_catalog.pg_stat_get_tuples_inserted(oid)', 'EXECUTE')
-                       OR has_function_privilege('pg_catalog.pg_relation_size(regclass)', 'EXECUTE')
-                       OR has_column_privilege('pg_catalog.pg_class', 'reltuples', 'SELECT'),
-                   has_table_privilege('pg_catalog.pg_db_role_setting', 'SELECT')
-                       OR has_column_privilege('pg_catalog.pg_roles', 'rolconfig', 'SELECT')
-            FROM pg_roles r WHERE r.rolname = session_user
+                   coalesce((SELECT n.nspowner = (SELECT o.oid FROM pg_catalog.pg_roles o WHERE o.rolname = \(roles.owner))
+                             FROM pg_catalog.pg_namespace n WHERE n.nspname = \(role)), false)
+            FROM pg_catalog.pg_roles r WHERE r.rolname = session_user
             """, logger: logger).collect()
         guard let row = rows.first else { throw unsafe("the session's role is not among pg_roles") }
-        let (isRole, privileged, member, mayCreate, mayTemporary, mayCreateInSchema, reachesOthers, schemaSound, largeObjects, statistics, settings)
-            = try row.decode((Bool, Bool, Bool, Bool, Bool, Bool, Bool, Bool, Bool, Bool, Bool).self)
+        let (isRole, privileged, reachesOthers, schemaSound) = try row.decode((Bool, Bool, Bool, Bool).self)
         if !isRole { throw unsafe("the pool's sessions run as another role") }
         if privileged { throw unsafe("is a superuser or has BYPASSRLS, CREATEROLE, CREATEDB or REPLICATION") }
-        if member { throw unsafe("is a member of another role") }
-        if mayCreate || mayCreateInSchema { throw unsafe("may create objects in the database or in a schema") }
-        if mayTemporary { throw unsafe("may create temporary tables: run TenantRoles.hardeningStatements(database:) as a superuser") }
         if reachesOthers { throw unsafe("may use a schema other than its own") }
         if !schemaSound { throw unsafe("its schema is missing or not owned by \(roles.owner): provision the tenant") }
-        if largeObjects { throw unsafe("may create large objects: run TenantRoles.hardeningStatements(database:) as a superuser") }
-        if statistics { throw unsafe("may read other sessions' activity, locks or table statistics: run TenantRoles.hardeningStatements(database:) as a superuser") }
-        if settings { throw unsafe("may read the roles' settings: run TenantRoles.hardeningStatements(database:) as a superuser") }
+        do {
+            try await verifySessionReach(on: connection)
+        } catch let TenantDatabaseError.unsafeConfiguration(reason) {
+            throw unsafe(reason)
+        }
         for table in tables {
             let tableRows = try await connection.query("""
                 SELECT c.relowner = (SELECT r.oid FROM pg_roles r WHERE r.rolname = session_user)
@@ -175,11 +181,6 @@ extension TenantDatabase {
             throw unsafe("the schema \(schema) is missing: run TenantDatabase.install(on:serviceRole:secret:logger:) as the tables' owner")
         }
         let (ownsSchema, mayCreate, mayTouchKey, mayMAC, mayBind, functionsSound) = try row.decode((Bool, Bool, Bool, Bool, Bool, Bool).self)
-        let temporary = try await connection.query(
-            "SELECT has_database_privilege(current_user, current_database(), 'TEMPORARY')", logger: logger).collect()
-        if try temporary.first?.decode(Bool.self) ?? true {
-            throw unsafe("the role may create temporary tables, which outlive a transaction on a pooled connection: REVOKE TEMPORARY ON DATABASE ... FROM PUBLIC")
-        }
         try await verifySessionReach(on: connection)
         if ownsSchema { throw unsafe("the role is a member of the owner of \(schema)") }
         if mayCreate { throw unsafe("the role may create objects in \(schema)") }

@@ -49,11 +49,14 @@ import Synchronization
 /// and a query through the pool outside ``withTransaction(isolation:_:)``, find nothing of it. A connection
 /// that cannot be reset, or whose rollback failed, is closed, never handed back; `bind` refuses a session that
 /// still carries a held cursor, an SQL-made prepared statement, a listener or a role, and another connection is
-/// leased.
+/// leased. A session keeps the names of custom settings a body made whatever is reset, so a connection of the
+/// shared pool serves one tenant for its life: one that served another tenant is closed, never bound.
 ///
 /// ## Deadline
 /// Every transaction ends within ``transactionTimeout``: the server limits each statement and lock wait to it,
-/// and the runtime closes the connection when it has passed (``TenantDatabaseError/timedOut(after:)``).
+/// and when it has passed the runtime closes the connection and ends its backend from another connection
+/// (`identity_rls.end_backend`), so that a statement that lifted its limits holds no lock past it
+/// (``TenantDatabaseError/timedOut(after:)``).
 ///
 /// ## Two modes
 /// ``Isolation/rowLevelSecurity`` (``init(client:policies:secret:protectedTables:transactionTimeout:logger:)``):
@@ -87,6 +90,8 @@ public final class TenantDatabase: Sendable {
     let tables: [SQLTableName]
     /// The tenants' pools in ``Isolation/rolePerTenant(_:)`` mode.
     let pools: TenantPools?
+    /// Which tenant each connection of the shared pool serves (``Isolation/rowLevelSecurity`` mode).
+    let affinity = ConnectionAffinity()
     /// ``transactionTimeout`` in whole milliseconds (at least 1), as PostgreSQL's timeouts take it.
     let timeoutMilliseconds: Int64
     let verified = Atomic<Bool>(false)
@@ -272,23 +277,35 @@ public final class TenantDatabase: Sendable {
         let checked = RoleCheck(done: lease?.isVerified ?? true)
         defer { if let lease { pools?.release(lease, verified: checked.isDone) } }
         do {
-            // A connection that still holds an earlier transaction's cursor is closed and another one is
-            // leased; a pool handing out nothing else is unavailable.
-            for _ in 0..<Self.maximumLeases {
+            // A connection that still holds an earlier transaction's cursor, or that served another tenant, is
+            // closed and another one is leased; a pool handing out nothing else is unavailable.
+            var staleLeases = 0
+            var foreignLeases = 0
+            while staleLeases < Self.maximumLeases, foreignLeases < Self.maximumForeignLeases {
                 do {
                     return try await client.withConnection(isolation: isolation) { connection in
+                        if lease == nil, !self.affinity.claim(connection.id, for: binding.boundTenant) {
+                            await self.close(connection)
+                            throw ForeignConnection()
+                        }
                         if !checked.isDone, let lease {
                             // A tenant's pool serves nothing before its role's privileges are checked.
                             try await self.verifyTenantRole(lease.role, on: connection)
                             checked.markDone()
                         }
-                        return try await self.run(on: connection, binding: binding, schema: lease?.role, isolation: isolation, body)
+                        return try await self.run(
+                            on: connection, client: client, binding: binding, schema: lease?.role, isolation: isolation, body)
                     }
                 } catch is StaleConnection {
-                    continue
+                    staleLeases += 1
+                } catch is ForeignConnection {
+                    foreignLeases += 1
                 }
             }
-            throw TransactionStep(error: .unavailable(reason: "every connection leased held a cursor of an earlier transaction"))
+            throw TransactionStep(error: .unavailable(
+                reason: staleLeases == Self.maximumLeases
+                    ? "every connection leased held a cursor of an earlier transaction"
+                    : "every connection leased had served another tenant"))
         } catch let error as TransactionStep {
             throw error.error
         } catch let error as BodyFailure {
@@ -313,6 +330,13 @@ public final class TenantDatabase: Sendable {
     /// The binding found a cursor of an earlier transaction on the connection: it was closed, lease another.
     private struct StaleConnection: Error {}
 
+    /// How many connections that served another tenant one transaction closes at most before it gives up
+    /// (``TenantDatabaseError/unavailable(reason:)``); each one closed makes the pool open a fresh one.
+    public static let maximumForeignLeases = 64
+
+    /// The connection had served another tenant: it was closed, lease another.
+    private struct ForeignConnection: Error {}
+
     /// The body's error (or the cancellation that stopped the commit), passed on as it is.
     private struct BodyFailure: Error {
         let error: any Error
@@ -321,14 +345,17 @@ public final class TenantDatabase: Sendable {
     /// One transaction on a leased connection, under the deadline, and the session reset after it, whatever its
     /// outcome: the connection goes back to the pool clean, or closed.
     private func run<Result>(
-        on connection: PostgresConnection, binding: Binding, schema: String?, isolation: isolated (any Actor)?,
-        _ body: (PostgresConnection) async throws -> sending Result
+        on connection: PostgresConnection, client: PostgresClient, binding: Binding, schema: String?,
+        isolation: isolated (any Actor)?, _ body: (PostgresConnection) async throws -> sending Result
     ) async throws -> sending Result {
-        let deadline = Deadline(closing: connection, after: .nanoseconds(timeoutMilliseconds * 1_000_000))
+        let deadline = Deadline(closing: connection, after: .nanoseconds(timeoutMilliseconds * 1_000_000)) { backend in
+            self.endBackend(backend, through: client)
+        }
         defer { deadline.cancel() }
         let value: Result
         do {
-            value = try await transaction(on: connection, binding: binding, schema: schema, isolation: isolation, body)
+            value = try await transaction(
+                on: connection, binding: binding, schema: schema, deadline: deadline, isolation: isolation, body)
         } catch is StaleConnection {
             throw StaleConnection()
         } catch {
@@ -339,6 +366,23 @@ public final class TenantDatabase: Sendable {
         }
         await resetSession(connection)
         return value
+    }
+
+    /// Ends `backend` from another connection of `client` (`identity_rls.end_backend`, with the secret): a
+    /// statement can ignore every limit its own session sets and outlive the connection's close, holding its
+    /// locks. Runs on its own; a backend already gone is not an error.
+    private func endBackend(_ backend: Int32, through client: PostgresClient) {
+        let secret = ByteBuffer(bytes: secret.bytes)
+        let logger = logger
+        Task {
+            do {
+                try await client.withConnection { connection in
+                    try await connection.perform("SELECT identity_rls.end_backend(\(backend), \(secret))", logger: logger)
+                }
+            } catch {
+                logger.warning("ending a backend past its deadline failed", metadata: ["error": "\(String(reflecting: error))"])
+            }
+        }
     }
 
     /// Clears what the body may have left in the session (``installationStatements(serviceRole:)``:
@@ -354,11 +398,14 @@ public final class TenantDatabase: Sendable {
     }
 
     private func transaction<Result>(
-        on connection: PostgresConnection, binding: Binding, schema: String?, isolation: isolated (any Actor)?,
+        on connection: PostgresConnection, binding: Binding, schema: String?, deadline: Deadline,
+        isolation: isolated (any Actor)?,
         _ body: (PostgresConnection) async throws -> sending Result
     ) async throws -> sending Result {
         do {
-            try await connection.perform("BEGIN", logger: logger)
+            // READ WRITE: a default the role set for itself (default_transaction_read_only) does not stop the
+            // service's writes.
+            try await connection.perform("BEGIN READ WRITE", logger: logger)
         } catch {
             // Unless the server refused it, BEGIN may have run: the connection is not handed back.
             if (error as? PSQLError)?.code != .server { await close(connection) }
@@ -366,7 +413,7 @@ public final class TenantDatabase: Sendable {
         }
         // From here on, every way out but a successful COMMIT rolls back.
         do {
-            try await bind(connection, binding, schema: schema)
+            deadline.backend = try await bind(connection, binding, schema: schema)
         } catch .stale {
             await rollBack(connection)
             await close(connection)
@@ -415,7 +462,9 @@ public final class TenantDatabase: Sendable {
     /// and the server's limits for this transaction (``transactionTimeout``; the server checks every second
     /// whether the client is still there, so a statement outlives a closed connection by a second at most).
     /// In ``Isolation/rolePerTenant(_:)`` mode the tenant's schema becomes the transaction's `search_path`.
-    private func bind(_ connection: PostgresConnection, _ binding: Binding, schema: String?) async throws(BindingFailure) {
+    /// Every function is qualified: a `search_path` the role's own defaults name cannot put another in its place.
+    /// - Returns: the backend's process ID, for ``endBackend(_:through:)``.
+    private func bind(_ connection: PostgresConnection, _ binding: Binding, schema: String?) async throws(BindingFailure) -> Int32 {
         let secret = ByteBuffer(bytes: secret.bytes)
         let timeout = String(timeoutMilliseconds)
         let check = String(min(timeoutMilliseconds, 1000))
@@ -423,13 +472,22 @@ public final class TenantDatabase: Sendable {
         // Without one (row-level-security mode) the search_path is left as it is.
         let searchPath = schema.map { "\"\($0)\"" }
         do {
-            try await connection.perform("""
+            try connection.checkOpen()
+            let rows = try await connection.query("""
                 SELECT identity_rls.bind(\(binding.boundAccount), \(binding.boundTenant), \(secret)),
-                       set_config('statement_timeout', \(timeout), true), set_config('lock_timeout', \(timeout), true),
-                       set_config('idle_in_transaction_session_timeout', \(timeout), true),
-                       set_config('client_connection_check_interval', \(check), true),
-                       set_config('search_path', coalesce(\(searchPath), current_setting('search_path')), true)
+                       pg_catalog.set_config('statement_timeout', \(timeout), true),
+                       pg_catalog.set_config('lock_timeout', \(timeout), true),
+                       pg_catalog.set_config('idle_in_transaction_session_timeout', \(timeout), true),
+                       pg_catalog.set_config('client_connection_check_interval', \(check), true),
+                       pg_catalog.set_config('search_path',
+                           coalesce(\(searchPath), pg_catalog.current_setting('search_path')), true),
+                       pg_catalog.pg_backend_pid()
                 """, logger: logger)
+            var backend: Int32 = 0
+            for try await row in rows.decode((Bool, String, String, String, String, String, Int32).self) {
+                backend = row.6
+            }
+            return backend
         } catch {
             let refused = TenantDatabaseError.from(error, operation: "binding the transaction")
             if case let .queryFailed(_, sqlState, message) = refused {
@@ -477,26 +535,37 @@ private final class RoleCheck: Sendable {
     func markDone() { done.store(true, ordering: .releasing) }
 }
 
-/// Closes a connection when a transaction's time is up; cancelled when the transaction ends first.
+/// Closes a connection when a transaction's time is up, and has its backend ended from another connection;
+/// cancelled when the transaction ends first.
 private final class Deadline: Sendable {
-    private let passed: Flag
+    private let state: State
     private let scheduled: Scheduled<Void>
 
-    private final class Flag: Sendable {
-        let value = Atomic<Bool>(false)
+    private final class State: Sendable {
+        let passed = Atomic<Bool>(false)
+        /// The backend's process ID once the binding returned it; 0 before.
+        let backend = Atomic<Int32>(0)
     }
 
-    init(closing connection: PostgresConnection, after timeout: TimeAmount) {
-        let passed = Flag()
-        self.passed = passed
+    init(closing connection: PostgresConnection, after timeout: TimeAmount, ending: @escaping @Sendable (Int32) -> Void) {
+        let state = State()
+        self.state = state
         scheduled = connection.eventLoop.scheduleTask(in: timeout) {
-            passed.value.store(true, ordering: .releasing)
+            state.passed.store(true, ordering: .releasing)
             connection.close().whenComplete { _ in }
+            let backend = state.backend.load(ordering: .acquiring)
+            if backend != 0 { ending(backend) }
         }
     }
 
+    /// The backend the transaction runs on.
+    var backend: Int32 {
+        get { state.backend.load(ordering: .acquiring) }
+        set { state.backend.store(newValue, ordering: .releasing) }
+    }
+
     /// Whether the time was up (and the connection closed) before ``cancel()``.
-    var hasPassed: Bool { passed.value.load(ordering: .acquiring) }
+    var hasPassed: Bool { state.passed.load(ordering: .acquiring) }
 
     func cancel() { scheduled.cancel() }
 }
