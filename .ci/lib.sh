@@ -359,7 +359,7 @@ step_package_test_tsan() {
 step_postgres_tsan() {
     (cd Integrations/IdentityPostgres && INTEGRATIONS_TSAN_BUILD="$integrations_tsan_build" scripts/with-postgres.sh \
         swift test --scratch-path "$integrations_tsan_build" --sanitize=thread \
-            --filter "KeyStoreTests|PolicySourceTests|OfflineTests|KillRestartTests|TenantDatabase")
+            --filter "KeyStoreTests|PolicySourceTests|OfflineTests|KillRestartTests|TenantDatabase|TenantRole")
 }
 
 # The debug build the tests made (a release build would build Hummingbird, async-http-client and BoringSSL

@@ -178,6 +178,11 @@ extension FleetTests {
                 ("SELECT reltuples FROM pg_class", "42501"),
                 ("SELECT pg_relation_size('app.documents')", "42501"),
                 ("SELECT rolconfig FROM pg_roles", "42501"),
+                ("SELECT useconfig FROM pg_user", "42501"),
+                ("SELECT pg_current_wal_insert_lsn()", "42501"),
+                ("SELECT pg_xact_status(pg_current_xact_id())", "42501"),
+                ("SELECT pg_current_snapshot()", "42501"),
+                ("SELECT pg_database_size(current_database())", "42501"),
                 ("SELECT identity_rls.end_backend(\(bobPID), '\\x00')", "42501"),
             ]
             for (sql, state) in attempts {

@@ -100,7 +100,11 @@ extension FleetTests {
                 "SELECT pg_relation_size(oid) FROM pg_class WHERE relkind = 'r'",
                 "SELECT * FROM pg_locks",
                 "SELECT rolconfig FROM pg_roles",
+                "SELECT useconfig FROM pg_user",
                 "SELECT setconfig FROM pg_db_role_setting",
+                "SELECT pg_current_wal_insert_lsn()",
+                "SELECT pg_xact_status(pg_current_xact_id())",
+                "SELECT pg_database_size(current_database())",
                 "SELECT lo_from_bytea(0, 'x')",
                 "SELECT pg_cancel_backend(\(pid))",
                 "SELECT pg_terminate_backend(\(pid))",
@@ -113,6 +117,26 @@ extension FleetTests {
             }
             #expect(!plan.contains { $0.contains("Rows Removed") })
             try await bobRequest.value
+        }
+
+        @Test("defaults a tenant's SQL sets on its own role (idle timeout, read-only) do not stop the runtime's sessions")
+        func ownRoleDefaultsDoNotStopTheRuntime() async throws {
+            let fixture = try await TenantRoleFixture.make(tenants: Self.tenants)
+            for setting in ["idle_session_timeout = '1ms'", "default_transaction_read_only = on", "statement_timeout = '1ms'"] {
+                try await under(Self.alice) {
+                    try await fixture.database.withTransaction { connection in
+                        try await connection.run(sql: "ALTER ROLE CURRENT_USER SET \(setting)")
+                    }
+                }
+            }
+            // A new instance, so that its pool's connections start afresh under those defaults.
+            let fresh = try TenantDatabase(
+                tenantRoles: fixture.roles, policies: fixture.policies, secret: fixture.secret,
+                protectedTables: TenantRoleFixture.tables)
+            try await fresh.verify()
+            try await under(Self.alice) { try await Self.insert(fresh, "still writes") }
+            try await Task.sleep(for: .milliseconds(50))
+            #expect(try await under(Self.alice) { try await Self.visible(fresh) } == ["contoso.com/still writes"])
         }
 
         @Test("a tenant spelled composed or decomposed is one role and one schema")

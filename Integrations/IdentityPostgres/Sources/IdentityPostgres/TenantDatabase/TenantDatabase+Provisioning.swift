@@ -5,7 +5,8 @@ import PostgresNIO
 
 extension TenantDatabase {
     /// The statements that give `tenant` its login role and schema, both named `roles.name(for: tenant)`: the
-    /// role (`LOGIN` with `roles.password(for:)`, no other attribute, a member of no role), the schema owned by
+    /// role (`LOGIN` with `roles.password(for:)`, no other attribute, a member of no role, at most the pool's
+    /// connections and two), the schema owned by
     /// `roles.owner`, `tables` created in it as the owner, and the role's privileges: `USAGE` on its schema,
     /// `SELECT`, `INSERT`, `UPDATE`, `DELETE` on its tables, `USAGE` on their sequences, and the binding
     /// functions of ``schemaName``.
@@ -21,8 +22,11 @@ extension TenantDatabase {
         let owner = try SQLIdentifier(roles.owner).quoted
         // Hex digits only: nothing in the password needs quoting.
         let password = roles.password(for: tenant)
+        // The pool's connections and two to spare (one closing while its replacement opens): one tenant cannot
+        // take the server's connections from the others.
+        let limit = roles.connection.options.maximumConnections + 2
         return [
-            "CREATE ROLE \(name) LOGIN PASSWORD '\(password)' NOSUPERUSER NOBYPASSRLS NOCREATEDB NOCREATEROLE NOREPLICATION NOINHERIT",
+            "CREATE ROLE \(name) LOGIN PASSWORD '\(password)' NOSUPERUSER NOBYPASSRLS NOCREATEDB NOCREATEROLE NOREPLICATION NOINHERIT CONNECTION LIMIT \(limit)",
             "CREATE SCHEMA \(name) AUTHORIZATION \(owner)",
             "SET LOCAL ROLE \(owner)",
             "SET LOCAL search_path = \(name)",

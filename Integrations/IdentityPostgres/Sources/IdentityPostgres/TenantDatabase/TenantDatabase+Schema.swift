@@ -226,8 +226,11 @@ extension TenantDatabase {
     ///   `pg_relation_size` and its kin) revoked from `PUBLIC`, so that `pg_stat_activity`, `pg_stat_user_tables`
     ///   and `pg_locks` answer "permission denied": they show other requests' SQL text, what they lock (an
     ///   advisory lock's key can carry data) and how many rows each table holds;
+    /// - the WAL position, snapshot, transaction status, database and tablespace size functions revoked: they tell
+    ///   when other tenants write, how much, and whether their transactions commit;
     /// - `pg_class` readable without its row counts and sizes (`reltuples`, `relpages`, `relallvisible`),
-    ///   `pg_roles` without the roles' settings (`rolconfig`), `pg_db_role_setting` not at all;
+    ///   `pg_roles` and `pg_user` without the roles' settings (`rolconfig`, `useconfig`), `pg_db_role_setting`
+    ///   not at all: a role may store text in its own defaults (`ALTER ROLE CURRENT_USER SET`);
     /// - `owner` may end a backend that outlived its transaction's deadline (`pg_signal_backend`, and the two
     ///   functions it needs), which ``TenantDatabase`` asks through `identity_rls.end_backend` with the binding
     ///   secret.
@@ -250,9 +253,16 @@ extension TenantDatabase {
             "oid", "rolname", "rolsuper", "rolinherit", "rolcreaterole", "rolcreatedb", "rolcanlogin",
             "rolreplication", "rolconnlimit", "rolvaliduntil", "rolbypassrls",
         ]
+        // Each tells one session of others: what they lock, how big tables are, when and how much the database
+        // writes (the WAL position), which transactions run and how they ended.
         let functions = ["pg_lock_status", "pg_blocking_pids", "pg_safe_snapshot_blocking_pids", "pg_relation_size",
                          "pg_total_relation_size", "pg_table_size", "pg_indexes_size", "pg_relation_filenode",
-                         "pg_relation_filepath"]
+                         "pg_relation_filepath", "pg_database_size", "pg_tablespace_size", "pg_current_wal_lsn",
+                         "pg_current_wal_insert_lsn", "pg_current_wal_flush_lsn", "pg_current_snapshot",
+                         "txid_current_snapshot", "pg_xact_status", "txid_status", "pg_notification_queue_usage",
+                         "pg_snapshot_xip", "txid_snapshot_xip", "pg_snapshot_xmin", "pg_snapshot_xmax",
+                         "txid_snapshot_xmin", "txid_snapshot_xmax"]
+        let userColumns = ["usename", "usesysid", "usecreatedb", "usesuper", "userepl", "usebypassrls", "passwd", "valuntil"]
         func qualified(_ functions: [String]) -> String {
             functions.map { "pg_catalog.\($0)" }.joined(separator: ", ")
         }
@@ -275,6 +285,8 @@ extension TenantDatabase {
             "REVOKE SELECT ON pg_catalog.pg_roles FROM PUBLIC",
             "GRANT SELECT (\(roleColumns.joined(separator: ", "))) ON pg_catalog.pg_roles TO PUBLIC",
             "REVOKE SELECT ON pg_catalog.pg_db_role_setting FROM PUBLIC",
+            "REVOKE SELECT ON pg_catalog.pg_user FROM PUBLIC",
+            "GRANT SELECT (\(userColumns.joined(separator: ", "))) ON pg_catalog.pg_user TO PUBLIC",
             "GRANT pg_signal_backend TO \(owner)",
             "GRANT EXECUTE ON FUNCTION pg_catalog.pg_terminate_backend(integer, bigint), pg_catalog.pg_stat_get_activity(integer) TO \(owner)",
         ]
@@ -289,6 +301,8 @@ extension TenantDatabase {
     static let activityFunctions = [
         "pg_stat_get_activity(integer)", "pg_stat_get_backend_activity(integer)", "pg_lock_status()",
         "pg_stat_get_tuples_inserted(oid)", "pg_stat_get_live_tuples(oid)", "pg_relation_size(regclass)",
+        "pg_current_wal_insert_lsn()", "pg_xact_status(xid8)", "pg_current_snapshot()",
+        "pg_database_size(oid)",
     ]
 
     /// Creates or updates the binding schema (``installationStatements(serviceRole:)``) and stores the

@@ -90,7 +90,8 @@ extension TenantDatabase {
                    has_column_privilege('pg_catalog.pg_class', 'reltuples', 'SELECT')
                        OR has_column_privilege('pg_catalog.pg_class', 'relpages', 'SELECT'),
                    has_table_privilege('pg_catalog.pg_db_role_setting', 'SELECT')
-                       OR has_column_privilege('pg_catalog.pg_roles', 'rolconfig', 'SELECT'),
+                       OR has_column_privilege('pg_catalog.pg_roles', 'rolconfig', 'SELECT')
+                       OR has_column_privilege('pg_catalog.pg_user', 'useconfig', 'SELECT'),
                    to_regprocedure('identity_rls.end_backend(integer, bytea)') IS NOT NULL
                        AND has_function_privilege('identity_rls.end_backend(integer, bytea)', 'EXECUTE')
                        AND EXISTS (SELECT 1 FROM pg_catalog.pg_namespace n WHERE n.nspname = 'identity_rls'
@@ -128,7 +129,11 @@ extension TenantDatabase {
             SELECT session_user = \(role) AND current_user = \(role),
                    r.rolsuper OR r.rolbypassrls OR r.rolcreaterole OR r.rolcreatedb OR r.rolreplication,
                    EXISTS (SELECT 1 FROM pg_catalog.pg_namespace n WHERE starts_with(n.nspname, \(roles.prefix + "_"))
-                           AND n.nspname <> \(role) AND has_schema_privilege(n.oid, 'USAGE')),
+                           AND n.nspname <> \(role) AND has_schema_privilege(n.oid, 'USAGE'))
+                       OR EXISTS (SELECT 1 FROM pg_catalog.pg_class c JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace
+                                  WHERE n.nspname NOT IN (\(role), 'pg_catalog', 'information_schema')
+                                    AND has_schema_privilege(n.oid, 'USAGE')
+                                    AND has_table_privilege(c.oid, 'SELECT, INSERT, UPDATE, DELETE, TRUNCATE, REFERENCES, TRIGGER')),
                    coalesce((SELECT n.nspowner = (SELECT o.oid FROM pg_catalog.pg_roles o WHERE o.rolname = \(roles.owner))
                              FROM pg_catalog.pg_namespace n WHERE n.nspname = \(role)), false)
             FROM pg_catalog.pg_roles r WHERE r.rolname = session_user
@@ -137,10 +142,11 @@ extension TenantDatabase {
         let (isRole, privileged, reachesOthers, schemaSound) = try row.decode((Bool, Bool, Bool, Bool).self)
         if !isRole { throw unsafe("the pool's sessions run as another role") }
         if privileged { throw unsafe("is a superuser or has BYPASSRLS, CREATEROLE, CREATEDB or REPLICATION") }
-        if reachesOthers { throw unsafe("may use a schema other than its own") }
+        if reachesOthers { throw unsafe("may use another tenant's schema, or a table outside its own schema") }
         if !schemaSound { throw unsafe("its schema is missing or not owned by \(roles.owner): provision the tenant") }
         do {
             try await verifySessionReach(on: connection)
+            try await verifyBindingSchema(on: connection)
         } catch let TenantDatabaseError.unsafeConfiguration(reason) {
             throw unsafe(reason)
         }
@@ -155,17 +161,10 @@ extension TenantDatabase {
         }
     }
 
-    private func verify(on connection: PostgresConnection) async throws {
+    /// The binding schema: present, not the role's, nothing in it the role may create, read, change or call but
+    /// what a transaction needs.
+    private func verifyBindingSchema(on connection: PostgresConnection) async throws {
         func unsafe(_ reason: String) -> TenantDatabaseError { .unsafeConfiguration(reason: reason) }
-        let roles = try await connection.query("""
-            SELECT r.rolname, r.rolsuper, r.rolbypassrls FROM pg_roles r
-            WHERE pg_has_role(current_user, r.oid, 'MEMBER') OR pg_has_role(session_user, r.oid, 'MEMBER')
-            ORDER BY r.rolsuper DESC, r.rolbypassrls DESC, r.rolname
-            """, logger: logger)
-        for try await (name, isSuperuser, bypassesRLS) in roles.decode((String, Bool, Bool).self) {
-            if isSuperuser { throw unsafe("the role \(String(reflecting: name)) is a superuser") }
-            if bypassesRLS { throw unsafe("the role \(String(reflecting: name)) has BYPASSRLS") }
-        }
         let schema = Self.schemaName
         let schemaRows = try await connection.query("""
             SELECT pg_has_role(current_user, n.nspowner, 'MEMBER') OR pg_has_role(session_user, n.nspowner, 'MEMBER'),
@@ -181,13 +180,27 @@ extension TenantDatabase {
             throw unsafe("the schema \(schema) is missing: run TenantDatabase.install(on:serviceRole:secret:logger:) as the tables' owner")
         }
         let (ownsSchema, mayCreate, mayTouchKey, mayMAC, mayBind, functionsSound) = try row.decode((Bool, Bool, Bool, Bool, Bool, Bool).self)
-        try await verifySessionReach(on: connection)
         if ownsSchema { throw unsafe("the role is a member of the owner of \(schema)") }
         if mayCreate { throw unsafe("the role may create objects in \(schema)") }
         if mayTouchKey { throw unsafe("the role has privileges on \(schema).binding_key") }
         if mayMAC { throw unsafe("the role may call \(schema).mac") }
         if !mayBind { throw unsafe("the role may not call \(schema).bind: grant it with installationStatements(serviceRole:)") }
         if !functionsSound { throw unsafe("a function in \(schema) other than reset_session is not SECURITY DEFINER, or one is not owned by the schema's owner") }
+    }
+
+    private func verify(on connection: PostgresConnection) async throws {
+        func unsafe(_ reason: String) -> TenantDatabaseError { .unsafeConfiguration(reason: reason) }
+        let roles = try await connection.query("""
+            SELECT r.rolname, r.rolsuper, r.rolbypassrls FROM pg_roles r
+            WHERE pg_has_role(current_user, r.oid, 'MEMBER') OR pg_has_role(session_user, r.oid, 'MEMBER')
+            ORDER BY r.rolsuper DESC, r.rolbypassrls DESC, r.rolname
+            """, logger: logger)
+        for try await (name, isSuperuser, bypassesRLS) in roles.decode((String, Bool, Bool).self) {
+            if isSuperuser { throw unsafe("the role \(String(reflecting: name)) is a superuser") }
+            if bypassesRLS { throw unsafe("the role \(String(reflecting: name)) has BYPASSRLS") }
+        }
+        try await verifyBindingSchema(on: connection)
+        try await verifySessionReach(on: connection)
         for table in tables {
             let tableRows = try await connection.query("""
                 SELECT c.relkind::text, c.relrowsecurity, c.relforcerowsecurity,

@@ -22,6 +22,15 @@ final class TenantPools: Sendable {
         var verified: Bool
     }
 
+    /// Settings each connection asks for at start-up. They take precedence over the role's own defaults,
+    /// which a tenant's SQL may change (`ALTER ROLE CURRENT_USER SET`): a default that ends idle sessions or makes
+    /// transactions read-only would otherwise stop the runtime's own statements on the tenant's pool, the
+    /// ending of a backend past its deadline among them. The transaction's limits are set by the binding.
+    static let startupParameters: [(String, String)] = [
+        ("idle_session_timeout", "0"), ("idle_in_transaction_session_timeout", "0"), ("statement_timeout", "0"),
+        ("lock_timeout", "0"), ("default_transaction_read_only", "off"), ("transaction_read_only", "off"),
+    ]
+
     private let roles: TenantDatabase.TenantRoles
     private let logger: Logger
     private let entries = NIOLockedValueBox<[String: Entry]>([:])
@@ -58,6 +67,7 @@ final class TenantPools: Sendable {
             var configuration = roles.connection
             configuration.username = role
             configuration.password = roles.password(for: tenant)
+            configuration.options.additionalStartupParameters += Self.startupParameters
             let client = PostgresClient(configuration: configuration, backgroundLogger: logger)
             let runner = Task { await client.run() }
             entries[role] = Entry(client: client, runner: runner, leases: 1, lastUsed: now, verified: false)
