@@ -304,6 +304,36 @@ extension FleetTests {
             #expect(try await under(Self.bob) { try await TenantDatabaseTests.visible(database) }.isEmpty)
         }
 
+        @Test("row-level-security mode, known limits: a shared sequence's gaps count another tenant's inserts, and a role default one tenant sets reaches the next session")
+        func sharedSequenceAndRoleDefaults() async throws {
+            // Listed in the article's guarantee table, open in this mode and closed with a role per tenant.
+            let fixture = try await TenantFixture.make(maximumConnections: 1)
+            defer { fixture.shutdown() }
+            let database = fixture.database
+            func insertID() async throws -> Int64 {
+                try await database.withTransaction { connection in
+                    try await connection.values("INSERT INTO app.documents (body) VALUES ('x') RETURNING id", as: Int64.self).first ?? 0
+                }
+            }
+            let first = try await under(Self.alice) { try await insertID() }
+            for _ in 0..<3 { _ = try await under(Self.bob) { try await insertID() } }
+            let second = try await under(Self.alice) { try await insertID() }
+            #expect(second - first - 1 == 3)
+            try await under(Self.alice) {
+                try await database.withTransaction { connection in
+                    try await connection.run(sql: "ALTER ROLE CURRENT_USER SET search_path = 'alice-stash'")
+                }
+            }
+            // Bob's transaction runs on a new session of the same role (the pool's one connection served Alice).
+            let seen = try await under(Self.bob) {
+                try await database.withTransaction { connection in
+                    try await connection.values("SELECT pg_catalog.current_setting('search_path')", as: String.self)
+                }
+            }
+            #expect(seen.first?.contains("alice-stash") == true)
+            try await fixture.superuser { try await $0.run(sql: "ALTER ROLE \(fixture.service) RESET search_path") }
+        }
+
         @Test("row-level-security mode, a known limit: EXPLAIN ANALYZE counts the rows the policy removed")
         func explainAnalyzeCountsRemovedRows() async throws {
             // Listed in the article's guarantee table: the planner reports how many rows the policy filtered
