@@ -57,13 +57,14 @@ enum ServerControl {
         return stat[stat.index(after: close)...].split(separator: " ").first != "Z"
     }
 
-    /// `pg_ctl start` (crash recovery runs first), as the cluster's owner.
+    /// `pg_ctl start` (crash recovery runs first), as the cluster's owner; waits up to 3 minutes, since recovery
+    /// on a loaded machine can be slow.
     static func start() throws {
         let data = try #require(environment["IDENTITY_PG_DATA"])
         let bin = try #require(environment["IDENTITY_PG_BIN"])
         let log = environment["IDENTITY_PG_LOG"] ?? "/dev/null"
         let runAs = (environment["IDENTITY_PG_RUNAS"] ?? "").split(separator: " ").map(String.init)
-        let command = (runAs + [bin + "/pg_ctl", "-D", data, "-l", log, "-w", "-t", "60", "start"])
+        let command = (runAs + [bin + "/pg_ctl", "-D", data, "-l", log, "-w", "-t", "180", "start"])
             .map { "'" + $0.replacingOccurrences(of: "'", with: "'\\''") + "'" }.joined(separator: " ")
         // system(3) rather than Foundation's Process, whose waitUntilExit was seen to miss this child's exit.
         let status = system(command + " >/dev/null")

@@ -431,6 +431,9 @@ extension FleetTests {
             defer { fixture.shutdown() }
             let database = fixture.database
             try await under(Self.alice) { try await Self.insert(database, "before") }
+            // Crash recovery replays the WAL since the last checkpoint: after the load tests that is a lot, which
+            // a loaded machine replays slowly. A checkpoint first keeps the restart short.
+            try await fixture.superuser { try await $0.run(sql: "CHECKPOINT") }
             let inserted = NIOLockedValueBox(false)
             let killed = NIOLockedValueBox(false)
             let transaction = Task {

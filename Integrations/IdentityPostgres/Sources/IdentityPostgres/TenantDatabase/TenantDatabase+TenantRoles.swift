@@ -71,12 +71,12 @@ extension TenantDatabase {
         /// The name of `tenant`'s login role and schema.
         public func name(for tenant: TenantID) -> String {
             let digest = mac("role", tenant)
-            return prefix + "_" + digest.prefix(10).map { hex($0) }.joined()
+            return prefix + "_" + Self.hex(digest.prefix(10))
         }
 
         /// The password `tenant`'s login role logs in with (64 hex digits).
         public func password(for tenant: TenantID) -> String {
-            mac("password", tenant).map { hex($0) }.joined()
+            Self.hex(mac("password", tenant))
         }
 
         private func mac(_ purpose: String, _ tenant: TenantID) -> [UInt8] {
@@ -85,9 +85,10 @@ extension TenantDatabase {
             return Array(HMAC<SHA256>.authenticationCode(for: message, using: key))
         }
 
-        private func hex(_ byte: UInt8) -> String {
+        /// Lower-case hex, two digits a byte: a plain identifier's characters, nothing to quote.
+        private static func hex(_ bytes: some Sequence<UInt8>) -> String {
             let digits = Array("0123456789abcdef")
-            return String([digits[Int(byte >> 4)], digits[Int(byte & 0x0F)]])
+            return String(bytes.flatMap { [digits[Int($0 >> 4)], digits[Int($0 & 0x0F)]] })
         }
     }
 }

@@ -284,7 +284,7 @@ public final class TenantDatabase: Sendable {
             while staleLeases < Self.maximumLeases, foreignLeases < Self.maximumForeignLeases {
                 do {
                     return try await client.withConnection(isolation: isolation) { connection in
-                        if lease == nil, !self.affinity.claim(connection.id, for: binding.boundTenant) {
+                        if lease == nil, !self.affinity.claim(connection, for: binding.boundTenant) {
                             await self.close(connection)
                             throw ForeignConnection()
                         }
