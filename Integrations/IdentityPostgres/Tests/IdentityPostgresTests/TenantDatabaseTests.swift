@@ -16,6 +16,20 @@ func sqlState(of error: any Error) -> String? {
     (error as? PSQLError)?.serverInfo?[.sqlState]
 }
 
+/// Runs each statement in a transaction of `account`'s; each must be refused for want of privilege (42501).
+func expectRefused(_ database: TenantDatabase, under account: Identity, _ statements: [String]) async throws {
+    for sql in statements {
+        do {
+            try await under(account) {
+                try await database.withTransaction { connection in try await connection.run(sql: sql) }
+            }
+            Issue.record("accepted: \(sql)")
+        } catch {
+            #expect(sqlState(of: error) == "42501", "\(sql): \(error)")
+        }
+    }
+}
+
 extension FleetTests {
     @Suite("TenantDatabase")
     struct TenantDatabaseTests {
