@@ -248,7 +248,8 @@ public final class TenantDatabase: Sendable {
     /// - Round trips: `BEGIN`, the binding, the body's, `COMMIT`, the session reset.
     /// - Ends within ``transactionTimeout``, with ``TenantDatabaseError/timedOut(after:)`` when the body takes
     ///   longer.
-    /// - A connection that still holds a cursor `WITH HOLD` of an earlier transaction is closed, not bound, and
+    /// - A connection that is already closed when leased, or still holds a cursor `WITH HOLD` of an earlier
+    ///   transaction (closed then, not bound), is given back and
     ///   another is leased (at most ``maximumLeases`` in all, then ``TenantDatabaseError/unavailable(reason:)``).
     /// - The body must not keep the connection, nor use it from another task after it returns.
     ///
@@ -284,6 +285,9 @@ public final class TenantDatabase: Sendable {
             while staleLeases < Self.maximumLeases, foreignLeases < Self.maximumForeignLeases {
                 do {
                     return try await client.withConnection(isolation: isolation) { connection in
+                        // The pool may hand out a connection the server closed a moment ago, before it noticed:
+                        // lease another rather than fail the transaction.
+                        if connection.isClosed { throw StaleConnection() }
                         if lease == nil, !self.affinity.claim(connection, for: binding.boundTenant) {
                             await self.close(connection)
                             throw ForeignConnection()
@@ -304,7 +308,7 @@ public final class TenantDatabase: Sendable {
             }
             throw TransactionStep(error: .unavailable(
                 reason: staleLeases == Self.maximumLeases
-                    ? "every connection leased held a cursor of an earlier transaction"
+                    ? "every connection leased was closed or held a cursor of an earlier transaction"
                     : "every connection leased had served another tenant"))
         } catch let error as TransactionStep {
             throw error.error
@@ -327,7 +331,8 @@ public final class TenantDatabase: Sendable {
     /// How many connections one transaction leases at most while the ones it gets hold stale cursors.
     public static let maximumLeases = 4
 
-    /// The binding found a cursor of an earlier transaction on the connection: it was closed, lease another.
+    /// The connection was closed when leased, or the binding found a cursor of an earlier transaction on it (it
+    /// was closed then): lease another.
     private struct StaleConnection: Error {}
 
     /// How many connections that served another tenant one transaction closes at most before it gives up
