@@ -21,13 +21,16 @@ for module in "${modules[@]}"; do
 done
 
 python3 - "$graphs" "${1:-}" "${2:-}" <<'PY'
-import collections, glob, json, re, sys
+import collections, functools, glob, json, re, sys
+
+@functools.cache
+def source_lines(path):
+    return open(path).read().splitlines()
 
 def spi_name(location):
     # The graph flags SPI symbols but does not name the SPI: read it off the declaration's line, else the
     # nearest `@_spi(...)` above it (a member of an SPI type or extension).
-    path = location["uri"].removeprefix("file://")
-    lines = open(path).read().splitlines()[: location["position"]["line"] + 1]
+    lines = source_lines(location["uri"].removeprefix("file://"))[: location["position"]["line"] + 1]
     for line in reversed(lines):
         found = re.search(r"@_spi\((\w+)\)", line)
         if found:
@@ -64,7 +67,9 @@ if mode == "--list":
 names = sorted(spi)
 header = "".join(f" {'spi ' + name:>18}" for name in names)
 print(f"{'module':<20} {'public':>7}{header} {'no doc':>7} {'deprecated':>10}")
-for module, n in (count + collections.Counter({m: 0 for c in spi.values() for m in c})).most_common():
+# A module whose declarations are all SPI still gets its row (Counter addition would drop its zero).
+modules = set(count) | {module for counts in spi.values() for module in counts}
+for module in sorted(modules, key=lambda module: (-count[module], module)):
     cells = "".join(f" {spi[name][module]:>18}" for name in names)
     print(f"{module:<20} {count[module]:>7}{cells} {undocumented[module]:>7} {deprecated[module]:>10}")
 cells = "".join(f" {sum(spi[name].values()):>18}" for name in names)
